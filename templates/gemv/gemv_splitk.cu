@@ -1,0 +1,112 @@
+/*
+** gemv/gemv_splitk.cu — y[m,n] = sum_k x[m,k] * W[n,k] with K split across
+** TP_WPR warps that share each group of TP_ROWS rows; partial sums meet in
+** shared memory. More warps per row means more loads in flight for short,
+** wide problems (few rows, e.g. N = 32) and fewer serial steps per warp.
+** Grid: (ceil(N / (TP_WARPS/TP_WPR*TP_ROWS)), M). fp32 accumulation; any K, N.
+**
+** Parameters (legal values):
+**   TP_WARPS   warps per block: 2, 4, 8, 16 (a multiple of TP_WPR)
+**   TP_WPR     warps per row group (split of K): 2, 4, 8, 16
+**   TP_ROWS    output rows per row group: 1, 2, 4, 8
+**              block_n = TP_WARPS/TP_WPR*TP_ROWS
+**   TP_VEC     elements per load: 1, 2, 4, 8; must divide K
+**   TP_UNROLL  K steps in flight per row: 1, 2, 4, 8
+**              block_k = 32*TP_WPR*TP_VEC*TP_UNROLL
+**   TP_CACHE   weight cache hint: 0 default, 1 streaming, 2 L2 evict_first
+**   TP_DTYPE   1 bf16, 2 fp16
+**
+** Standalone: nvcc -arch=sm_90 -cubin -I templates templates/gemv/gemv_splitk.cu
+*/
+#include "common/vec.cuh"
+
+#ifndef TP_WARPS
+#define TP_WARPS 8
+#endif
+#ifndef TP_WPR
+#define TP_WPR 4
+#endif
+#ifndef TP_ROWS
+#define TP_ROWS 2
+#endif
+#ifndef TP_UNROLL
+#define TP_UNROLL 2
+#endif
+#if TP_WARPS % TP_WPR != 0
+#error "TP_WARPS must be a multiple of TP_WPR"
+#endif
+#define GROUPS (TP_WARPS / TP_WPR)
+
+extern "C" __global__ void __launch_bounds__(TP_WARPS * 32)
+gemv_splitk(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
+            at_elem *__restrict__ y, int M, int K, int N)
+{
+    __shared__ float part[GROUPS][TP_ROWS][TP_WPR];
+    const int lane = (int)(threadIdx.x & 31u);
+    const int warp = (int)(threadIdx.x >> 5);
+    const int group = warp / TP_WPR, slice = warp % TP_WPR;
+    const long long row0 = ((long long)blockIdx.x * GROUPS + group) * TP_ROWS;
+    (void)M;
+
+    const at_elem *xr = x + (long long)blockIdx.y * K;
+    const at_elem *wr[TP_ROWS];
+#pragma unroll
+    for (int r = 0; r < TP_ROWS; r++) {
+        long long row = row0 + r < N ? row0 + r : N - 1; /* clamp: tail rows load, never store */
+        wr[r] = W + row * (long long)K;
+    }
+    const unsigned long long pol = at_evict_first_policy();
+
+    float acc[TP_ROWS];
+#pragma unroll
+    for (int r = 0; r < TP_ROWS; r++)
+        acc[r] = 0.0f;
+
+    if (row0 < N) { /* a group past N still reaches the barrier below */
+        const int step = 32 * TP_WPR * TP_VEC;
+        const int kmain = K - K % (step * TP_UNROLL);
+        int k = (slice * 32 + lane) * TP_VEC;
+        for (; k < kmain; k += step * TP_UNROLL) {
+            at_vec wv[TP_ROWS][TP_UNROLL], xv[TP_UNROLL];
+#pragma unroll
+            for (int r = 0; r < TP_ROWS; r++)
+#pragma unroll
+                for (int u = 0; u < TP_UNROLL; u++)
+                    wv[r][u] = at_load_w(wr[r] + k + u * step, pol);
+#pragma unroll
+            for (int u = 0; u < TP_UNROLL; u++)
+                xv[u] = at_load_x(xr + k + u * step);
+#pragma unroll
+            for (int r = 0; r < TP_ROWS; r++)
+#pragma unroll
+                for (int u = 0; u < TP_UNROLL; u++)
+                    acc[r] = at_dot(wv[r][u], xv[u], acc[r]);
+        }
+        for (; k < K; k += step) {
+            at_vec xv = at_load_x(xr + k);
+#pragma unroll
+            for (int r = 0; r < TP_ROWS; r++)
+                acc[r] = at_dot(at_load_w(wr[r] + k, pol), xv, acc[r]);
+        }
+    }
+
+#pragma unroll
+    for (int r = 0; r < TP_ROWS; r++) {
+        float s = at_warp_sum(acc[r]);
+        if (lane == 0)
+            part[group][r][slice] = s;
+    }
+    __syncthreads();
+    /* one thread per (group, row) adds the TP_WPR partial sums in order */
+    const int t = (int)threadIdx.x;
+    if (t < GROUPS * TP_ROWS) {
+        const int g = t / TP_ROWS, r = t % TP_ROWS;
+        const long long row = ((long long)blockIdx.x * GROUPS + g) * TP_ROWS + r;
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < TP_WPR; i++)
+            s += part[g][r][i];
+        if (row < N)
+            y[(long long)blockIdx.y * N + row] = at_from_float(s);
+    }
+}

@@ -1,0 +1,86 @@
+/*
+** gemv/gemv_warp_row.cu — y[m,n] = sum_k x[m,k] * W[n,k]; each warp owns
+** TP_ROWS consecutive output rows and walks the whole K for them, so no
+** shared memory and no block-level synchronisation. Grid: (ceil(N /
+** (TP_WARPS*TP_ROWS)), M). fp32 accumulation; any K, N (K % TP_VEC == 0).
+**
+** Parameters (legal values):
+**   TP_WARPS   warps per block: 1, 2, 4, 8, 16          block_n = TP_WARPS*TP_ROWS
+**   TP_ROWS    output rows per warp: 1, 2, 4, 8
+**   TP_VEC     elements per load: 1, 2, 4, 8 (8 = 16 bytes); must divide K
+**   TP_UNROLL  K steps in flight per row: 1, 2, 4, 8     block_k = 32*TP_VEC*TP_UNROLL
+**   TP_CACHE   weight cache hint: 0 default, 1 streaming, 2 L2 evict_first
+**   TP_DTYPE   1 bf16, 2 fp16
+**
+** Standalone: nvcc -arch=sm_90 -cubin -I templates templates/gemv/gemv_warp_row.cu
+*/
+#include "common/vec.cuh"
+
+#ifndef TP_WARPS
+#define TP_WARPS 4
+#endif
+#ifndef TP_ROWS
+#define TP_ROWS 2
+#endif
+#ifndef TP_UNROLL
+#define TP_UNROLL 4
+#endif
+
+extern "C" __global__ void __launch_bounds__(TP_WARPS * 32)
+gemv_warp_row(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
+              at_elem *__restrict__ y, int M, int K, int N)
+{
+    const int lane = (int)(threadIdx.x & 31u);
+    const int warp = (int)(threadIdx.x >> 5);
+    const long long row0 = ((long long)blockIdx.x * TP_WARPS + warp) * TP_ROWS;
+    if (row0 >= N)
+        return; /* whole warp leaves together; nothing below synchronises */
+    (void)M;
+
+    const at_elem *xr = x + (long long)blockIdx.y * K;
+    const at_elem *wr[TP_ROWS];
+#pragma unroll
+    for (int r = 0; r < TP_ROWS; r++) {
+        long long row = row0 + r < N ? row0 + r : N - 1; /* clamp: tail rows load, never store */
+        wr[r] = W + row * (long long)K;
+    }
+    const unsigned long long pol = at_evict_first_policy();
+
+    float acc[TP_ROWS];
+#pragma unroll
+    for (int r = 0; r < TP_ROWS; r++)
+        acc[r] = 0.0f;
+
+    const int step = 32 * TP_VEC;
+    const int kmain = K - K % (step * TP_UNROLL);
+    int k = lane * TP_VEC;
+    for (; k < kmain; k += step * TP_UNROLL) {
+        at_vec wv[TP_ROWS][TP_UNROLL], xv[TP_UNROLL];
+#pragma unroll
+        for (int r = 0; r < TP_ROWS; r++)
+#pragma unroll
+            for (int u = 0; u < TP_UNROLL; u++)
+                wv[r][u] = at_load_w(wr[r] + k + u * step, pol);
+#pragma unroll
+        for (int u = 0; u < TP_UNROLL; u++)
+            xv[u] = at_load_x(xr + k + u * step);
+#pragma unroll
+        for (int r = 0; r < TP_ROWS; r++)
+#pragma unroll
+            for (int u = 0; u < TP_UNROLL; u++)
+                acc[r] = at_dot(wv[r][u], xv[u], acc[r]);
+    }
+    for (; k < K; k += step) { /* tail: fewer than TP_UNROLL steps left */
+        at_vec xv = at_load_x(xr + k);
+#pragma unroll
+        for (int r = 0; r < TP_ROWS; r++)
+            acc[r] = at_dot(at_load_w(wr[r] + k, pol), xv, acc[r]);
+    }
+
+#pragma unroll
+    for (int r = 0; r < TP_ROWS; r++) {
+        float s = at_warp_sum(acc[r]);
+        if (lane == r % 32 && row0 + r < N)
+            y[(long long)blockIdx.y * N + row0 + r] = at_from_float(s);
+    }
+}

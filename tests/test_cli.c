@@ -1,0 +1,131 @@
+/*
+** test_cli.c — the command line as a user meets it without a GPU: --help,
+** every kind of bad argument gives a one-line message naming it and the
+** documented exit code, and --dry-run works with no GPU and no cache.
+*/
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include "autotune.h"
+#include "cli_run.h"
+#include "tinytest.h"
+
+static int has_gpu_driver(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    return h != NULL;
+}
+
+static void help_documents_options_and_exit_codes(void)
+{
+    cli_out o;
+    cli_run("--help", &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "--shape");
+    CHECK_STR_HAS(o.out, "--dry-run");
+    CHECK_STR_HAS(o.out, "--json");
+    CHECK_STR_HAS(o.out, "--force");
+    CHECK_STR_HAS(o.out, "Exit codes");
+    cli_run("--version", &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, AT_TUNER_VERSION);
+}
+
+/* Each bad invocation: exit code, message naming the problem, one line. */
+static void bad_arguments_exit_2(void)
+{
+    static const struct {
+        const char *args, *needle;
+        int code;
+    } cases[] = {
+        {"", "--op is required", 2},
+        {"--op gemv", "--shape is required", 2},
+        {"--op conv --shape 1x2x3", "unknown op 'conv'", 2},
+        {"--op gemv --shape 1x0x8192", "bad shape '1x0x8192'", 2},
+        {"--op gemv --shape abc", "bad shape 'abc'", 2},
+        {"--op gemv --shape 1x2048x99999999999", "larger than", 2},
+        {"--op gemv --shape 1x2147483647x2147483647", "elements", 2},
+        {"--op gemv --shape 1x2048x8192x2", "3 dimensions", 2},
+        {"--op gemv --shape 1x2048x8192 --dtype fp8", "unknown dtype 'fp8'", 2},
+        {"--op gemv --shape 1x2048x8192 --reps 2", "--reps", 2},
+        {"--op gemv --shape 1x2048x8192 --reps x", "--reps", 2},
+        {"--op gemv --shape 1x2048x8192 --bogus", "unknown option '--bogus'", 2},
+        {"--op gemv --shape", "--shape needs a value", 2},
+        {"--op gemv --shape 1x64x64 --dry-run --arch sm_xx", "--arch", 2},
+        {"--op gemv --shape 1x64x64 --arch sm_90", "--arch applies to --dry-run", 2},
+        {"--op gemv --shape 1x64x64 --dry-run --spec /nonexistent/gemv.lua", "/nonexistent/gemv.lua", 3},
+        {"--op gemv --shape 1x64x64 --dry-run --spec tests/fixtures/spec_broken_template.lua "
+         "--templates /nonexistent", "/nonexistent", 9},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cli_out o;
+        cli_run(cases[i].args, &o);
+        if (o.code != cases[i].code || !strstr(o.err, cases[i].needle))
+            fprintf(stderr, "  case '%s': code %d, stderr: %s", cases[i].args, o.code, o.err);
+        CHECK_EQ_INT(o.code, cases[i].code);
+        CHECK_STR_HAS(o.err, cases[i].needle);
+        CHECK_STR_HAS(o.err, "autotune: ");
+        char *nl = strchr(o.err, '\n');
+        CHECK(nl != NULL && nl[1] == '\0'); /* exactly one line */
+    }
+}
+
+static void spec_for_another_op_is_refused(void)
+{
+    cli_out o;
+    FILE *f = fopen("/tmp/at_norm_spec.lua", "w");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    fputs("return { op = 'rmsnorm', strategies = { { name = 'a', template = 'gemv/gemv_warp_row.cu',"
+          " kernel = 'gemv_warp_row', params = { { 'TP_WARPS', {1} } }, constraints = {},"
+          " grid = function(p, s) return {1} end, block = function(p, s) return {32} end } },"
+          " bytes = function(s) return 1 end }\n", f);
+    fclose(f);
+    cli_run("--op gemv --shape 1x64x64 --dry-run --spec /tmp/at_norm_spec.lua", &o);
+    CHECK_EQ_INT(o.code, 2);
+    CHECK_STR_HAS(o.err, "not 'gemv'");
+    remove("/tmp/at_norm_spec.lua");
+}
+
+static void dry_run_needs_no_gpu(void)
+{
+    cli_out o;
+    cli_run("--op gemv --shape 1x2048x2048 --dry-run --arch sm_90 --quiet", &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "candidates");
+    CHECK_STR_HAS(o.out, "pruned");
+    CHECK_STR_HAS(o.out, "regs");
+    CHECK_STR_HAS(o.out, "registers_for_loads"); /* a prune reason by name */
+    cli_run("--op gemv --shape 1x64x64 --dry-run --arch 89 --json --spec tests/fixtures/spec_broken_template.lua "
+            "--templates tests/fixtures/templates", &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "\"dry_run\":true");
+    CHECK_STR_HAS(o.out, "\"arch\":89");
+    CHECK_STR_HAS(o.out, "\"compiled\":1,\"compile_failed\":1");
+    CHECK_STR_HAS(o.out, "\"state\":\"compile-fail\"");
+}
+
+static void real_run_without_gpu_says_so(void)
+{
+    if (has_gpu_driver())
+        TT_SKIP("a GPU driver is present; covered by test_gpu");
+    cli_out o;
+    cli_run("--op gemv --shape 1x2048x8192 --db /tmp/at_cli_nogpu.db", &o);
+    CHECK_EQ_INT(o.code, 4);
+    CHECK_STR_HAS(o.err, "GPU");
+    CHECK(access("/tmp/at_cli_nogpu.db", F_OK) != 0); /* nothing created */
+    cli_run("--op gemv --shape 1x2048x8192 --json --db /tmp/at_cli_nogpu.db", &o);
+    CHECK_EQ_INT(o.code, 4);
+    CHECK_STR_HAS(o.out, "\"status\":4");
+}
+
+int main(void)
+{
+    TT_RUN(help_documents_options_and_exit_codes);
+    TT_RUN(bad_arguments_exit_2);
+    TT_RUN(spec_for_another_op_is_refused);
+    TT_RUN(dry_run_needs_no_gpu);
+    TT_RUN(real_run_without_gpu_says_so);
+    return TT_DONE();
+}

@@ -1,0 +1,182 @@
+/*
+** test_gpu.c — what only a GPU can show (label gpu; skips visibly without
+** one): every candidate of the default GEMV space is correct on awkward
+** shapes (K and N not multiples of any tile, narrow vectors, M > 1, fp16);
+** the gate rejects planted bugs; an end-to-end tune, its cached rerun and
+** --force through the CLI; an unwritable cache is a clean error.
+*/
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "autotune.h"
+#include "cli_run.h"
+#include "tinytest.h"
+
+static int gpu_present(void)
+{
+    static int cached = -1;
+    if (cached < 0) {
+        void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        int (*init)(unsigned) = h ? (int (*)(unsigned))dlsym(h, "cuInit") : NULL;
+        int (*count)(int *) = h ? (int (*)(int *))dlsym(h, "cuDeviceGetCount") : NULL;
+        int n = 0;
+        cached = init && count && init(0) == 0 && count(&n) == 0 && n > 0;
+    }
+    return cached;
+}
+
+static char db_path[256];
+
+static int tune(const char *shape, at_dtype dtype, const char *spec, const char *tpl, at_search_result *res)
+{
+    at_search_opts o = {.op = "gemv", .dtype = dtype, .spec_path = spec, .templates_root = tpl,
+                        .db_path = db_path, .reps = 5, .force = 1};
+    int rc = at_shape_parse(shape, 3, &o.shape);
+    if (rc == AT_OK)
+        rc = at_search_run(&o, res);
+    if (rc != AT_OK)
+        fprintf(stderr, "  %s: %s\n", shape, at_errmsg());
+    return rc;
+}
+
+static void all_correct(const char *shape, at_dtype dtype)
+{
+    at_search_result res;
+    int rc = tune(shape, dtype, "search/gemv.lua", "templates", &res);
+    CHECK_EQ_INT(rc, AT_OK);
+    CHECK(res.ncompiled > 0);
+    CHECK_EQ_INT(res.ncompile_failed, 0);
+    CHECK_EQ_INT(res.nwrong, 0);
+    CHECK_EQ_INT(res.ncrashed, 0);
+    CHECK_EQ_INT(res.ncorrect, res.ncompiled);
+    CHECK(res.winner.strategy[0] != '\0');
+    CHECK(res.base_us > 0);
+    for (int i = 0; i < res.nrows; i++)
+        if (res.rows[i].trial.state == AT_TRIAL_WRONG)
+            fprintf(stderr, "  wrong: %s %s: %s\n", res.rows[i].trial.strategy, res.rows[i].trial.params,
+                    res.rows[i].trial.reason);
+    printf("  %s %s: %d correct of %d compiled; winner %s %s %.2f us vs cuBLAS %.2f us\n", shape,
+           at_dtype_name(dtype), res.ncorrect, res.ncompiled, res.winner.strategy, res.winner.params,
+           res.winner.us, res.base_us);
+    at_search_result_free(&res);
+}
+
+static void every_candidate_correct_1x2056x5000(void)
+{
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    all_correct("1x2056x5000", AT_BF16);
+}
+
+static void every_candidate_correct_1x6144x32(void)
+{
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    all_correct("1x6144x32", AT_BF16);
+}
+
+static void every_candidate_correct_narrow_vectors(void)
+{
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    all_correct("1x2050x77", AT_FP16);  /* TP_VEC = 2 */
+    all_correct("1x2051x333", AT_BF16); /* TP_VEC = 1 */
+}
+
+static void every_candidate_correct_fp16_and_m3(void)
+{
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    all_correct("1x2056x5000", AT_FP16);
+    all_correct("3x2056x1000", AT_BF16);
+}
+
+static void gate_rejects_planted_bugs(void)
+{
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    at_search_result res;
+    int rc = tune("1x1000x300", AT_BF16, "tests/fixtures/spec_wrong_kernels.lua", "tests/fixtures/templates",
+                  &res);
+    CHECK_EQ_INT(rc, AT_OK);
+    CHECK_EQ_INT(res.ncompiled, 4);
+    CHECK_EQ_INT(res.ncorrect, 1);
+    CHECK_EQ_INT(res.nwrong, 3);
+    for (int i = 0; i < res.nrows; i++) {
+        const at_trial *t = &res.rows[i].trial;
+        if (strstr(t->params, "TP_BUG=0"))
+            CHECK_EQ_INT(t->state, AT_TRIAL_OK);
+        else
+            CHECK_EQ_INT(t->state, AT_TRIAL_WRONG);
+        if (strstr(t->params, "TP_BUG=2"))
+            CHECK_STR_HAS(t->reason, "NaN"); /* the poison showed through */
+    }
+    CHECK(strstr(res.winner.params, "TP_BUG=1") == NULL);
+    at_search_result_free(&res);
+}
+
+static void end_to_end_then_cached_then_forced(void)
+{
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    char args[512];
+    cli_out o;
+    snprintf(args, sizeof args, "--op gemv --shape 1x2048x2048 --db %s --json --quiet", db_path);
+    cli_run(args, &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "\"from_cache\":false");
+    CHECK_STR_HAS(o.out, "\"winner\":{\"strategy\":");
+    CHECK_STR_HAS(o.out, "\"read_gbps\":");
+    cli_run(args, &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "\"from_cache\":true");
+    snprintf(args, sizeof args, "--op gemv --shape 1x2048x2048 --db %s --quiet", db_path);
+    cli_run(args, &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "cached");
+    CHECK_STR_HAS(o.out, "winner");
+    snprintf(args, sizeof args, "--op gemv --shape 1x2048x2048 --db %s --force --quiet", db_path);
+    cli_run(args, &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "vs cuBLAS");
+    CHECK_STR_HAS(o.out, "stored in");
+}
+
+static void unwritable_cache_is_a_clean_error(void)
+{
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    cli_out o;
+    cli_run("--op gemv --shape 1x256x256 --db /proc/no/such/tune.db --quiet", &o);
+    CHECK_EQ_INT(o.code, 8);
+    CHECK_STR_HAS(o.err, "/proc/no/such/tune.db");
+    FILE *f = fopen("/tmp/at_not_sqlite.db", "w");
+    if (f) {
+        fputs("this is not a database\n", f);
+        fclose(f);
+    }
+    cli_run("--op gemv --shape 1x256x256 --db /tmp/at_not_sqlite.db --quiet", &o);
+    CHECK_EQ_INT(o.code, 8);
+    char buf[64] = "";
+    f = fopen("/tmp/at_not_sqlite.db", "r");
+    if (f) {
+        CHECK(fgets(buf, sizeof buf, f) != NULL);
+        fclose(f);
+    }
+    CHECK(strcmp(buf, "this is not a database\n") == 0); /* untouched */
+    remove("/tmp/at_not_sqlite.db");
+}
+
+int main(void)
+{
+    snprintf(db_path, sizeof db_path, "/tmp/at_test_gpu_%d.db", (int)getpid());
+    TT_RUN(gate_rejects_planted_bugs);
+    TT_RUN(every_candidate_correct_1x2056x5000);
+    TT_RUN(every_candidate_correct_1x6144x32);
+    TT_RUN(every_candidate_correct_narrow_vectors);
+    TT_RUN(every_candidate_correct_fp16_and_m3);
+    TT_RUN(end_to_end_then_cached_then_forced);
+    TT_RUN(unwritable_cache_is_a_clean_error);
+    return TT_DONE();
+}

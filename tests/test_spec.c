@@ -1,0 +1,639 @@
+/*
+** test_spec.c — the spec loader, its sandbox and the candidate expansion.
+** Good specs must expand to an exact, ordered space; every bad spec must fail
+** with AT_ERR_SPEC and a message that says "file:line:" (run from the repo root).
+*/
+#include "autotune.h"
+#include "tinytest.h"
+
+#include <stdlib.h>
+
+#define GOOD "tests/fixtures/spec_good.lua"
+
+static const at_problem gemv_pb = {"gemv", AT_BF16, {1, 4096, 4, 3}, 90, 2};
+
+/* A one-strategy spec. Line 1 is `head`; the strategy's extra fields sit on
+** line 3, params on line 4, constraints on line 5, grid/block/smem on line 6.
+** NULL keeps the default piece. Returns a static buffer. */
+static const char *spec_src(const char *head, const char *fields, const char *params,
+                            const char *constraints, const char *launch)
+{
+    static char buf[4096];
+    snprintf(buf, sizeof buf,
+             "%s\n"
+             "return { op = \"gemv\", bytes = function(s) return 1 end, strategies = {\n"
+             "  { name = \"s\", kernel = \"s\", %s\n"
+             "    params = %s,\n"
+             "    constraints = %s,\n"
+             "    %s\n"
+             "  } } }\n",
+             head ? head : "", fields ? fields : "template = \"gemv/s.cu\",",
+             params ? params : "{ { \"TP_X\", {1, 2, 3} } }", constraints ? constraints : "{}",
+             launch ? launch
+                    : "grid = function(p, s) return { 1 } end, block = function(p, s) return "
+                      "{ 32 } end,");
+    return buf;
+}
+
+/* Loads src as chunk "fixture"; returns the status (message in at_errmsg()). */
+static int load_status(const char *src)
+{
+    at_spec *sp = NULL;
+    int rc = at_spec_load_string(src, "fixture", &sp);
+    if (rc != AT_OK)
+        CHECK(sp == NULL);
+    at_spec_free(sp);
+    return rc;
+}
+
+/* Loads src (which must load) and expands it for gemv_pb; returns the status. */
+static int expand_status(const char *src)
+{
+    at_spec *sp = NULL;
+    at_candidate *c = NULL;
+    int n = -1;
+    int rc = at_spec_load_string(src, "fixture", &sp);
+    CHECK_EQ_INT(rc, AT_OK);
+    if (rc != AT_OK) {
+        fprintf(stderr, "    unexpected load error: %s\n", at_errmsg());
+        return rc;
+    }
+    rc = at_spec_expand(sp, &gemv_pb, &c, &n);
+    if (rc != AT_OK) {
+        CHECK(c == NULL);
+        CHECK_EQ_INT(n, 0);
+    }
+    free(c);
+    at_spec_free(sp);
+    return rc;
+}
+
+static void check_cand(const at_candidate *c, int strategy, int64_t a, int64_t b, int64_t v,
+                       const char *pruned_by, const char *reason)
+{
+    CHECK_EQ_INT(c->strategy, strategy);
+    CHECK_EQ_INT(c->params[0].value, a);
+    if (c->nparams > 1) {
+        CHECK_EQ_INT(c->params[1].value, b);
+        CHECK_EQ_INT(c->params[2].value, v);
+    }
+    CHECK(strcmp(c->pruned_by, pruned_by) == 0);
+    CHECK(strcmp(c->prune_reason, reason) == 0);
+}
+
+/* ------------------------------------------------------------ good specs */
+
+static void test_good_fixture_loads_with_names(void)
+{
+    at_spec *sp = NULL;
+    CHECK_EQ_INT(at_spec_load(GOOD, &sp), AT_OK);
+    if (!sp)
+        return;
+    CHECK(strcmp(at_spec_op(sp), "gemv") == 0);
+    CHECK_EQ_INT(at_spec_nstrategies(sp), 2);
+    CHECK(strcmp(at_spec_strategy_name(sp, 0), "warp_row") == 0);
+    CHECK(strcmp(at_spec_strategy_template(sp, 0), "gemv/gemv_warp_row.cu") == 0);
+    CHECK(strcmp(at_spec_strategy_kernel(sp, 0), "gemv_warp_row") == 0);
+    CHECK(strcmp(at_spec_strategy_name(sp, 1), "splitk") == 0);
+    CHECK(strcmp(at_spec_strategy_kernel(sp, 1), "gemv_splitk") == 0);
+    CHECK(at_spec_strategy_name(sp, 2) == NULL);
+    CHECK(at_spec_strategy_template(sp, -1) == NULL);
+    at_spec_free(sp);
+}
+
+static void test_good_fixture_expands_in_order_with_prunes_and_launch(void)
+{
+    at_spec *sp = NULL;
+    at_candidate *c = NULL;
+    int n = 0;
+    CHECK_EQ_INT(at_spec_load(GOOD, &sp), AT_OK);
+    CHECK_EQ_INT(at_spec_expand(sp, &gemv_pb, &c, &n), AT_OK);
+    CHECK_EQ_INT(n, 15);
+    if (n != 15 || !c) {
+        free(c);
+        at_spec_free(sp);
+        return;
+    }
+    /* warp_row: WARPS x ROWS x VEC, the last (VEC) varying fastest. K=4096 is
+    ** not a multiple of 3; ROWS*WARPS > N=4 only for 4x2. */
+    const char *rows = "more rows than N";
+    check_cand(&c[0], 0, 2, 1, 8, "", "");
+    check_cand(&c[1], 0, 2, 1, 4, "", "");
+    check_cand(&c[2], 0, 2, 1, 3, "vec_divides_k", "");
+    check_cand(&c[3], 0, 2, 2, 8, "", "");
+    check_cand(&c[5], 0, 2, 2, 3, "vec_divides_k", "");
+    check_cand(&c[6], 0, 4, 1, 8, "", "");
+    check_cand(&c[9], 0, 4, 2, 8, "rows_fit", rows);
+    check_cand(&c[10], 0, 4, 2, 4, "rows_fit", rows);
+    check_cand(&c[11], 0, 4, 2, 3, "vec_divides_k", ""); /* first failure wins */
+    CHECK_EQ_INT(c[0].nparams, 3);
+    CHECK(strcmp(c[0].params[0].name, "TP_WARPS") == 0);
+    CHECK(strcmp(c[0].params[2].name, "TP_VEC") == 0);
+    /* launch shape of live candidates: grid {ceil(N/(R*W)), M, 1}, block {32W,1,1} */
+    CHECK_EQ_INT(c[0].grid[0], 2);
+    CHECK_EQ_INT(c[0].grid[1], 1);
+    CHECK_EQ_INT(c[0].grid[2], 1);
+    CHECK_EQ_INT(c[0].block[0], 64);
+    CHECK_EQ_INT(c[0].block[1], 1);
+    CHECK_EQ_INT(c[0].smem, 32);
+    CHECK_EQ_INT(c[6].grid[0], 1);
+    CHECK_EQ_INT(c[6].block[0], 128);
+    CHECK_EQ_INT(c[6].smem, 64);
+    /* splitk: integral float 1.0 became 1; split 4 > sms=2 returns nil */
+    CHECK_EQ_INT(c[12].nparams, 1);
+    check_cand(&c[12], 1, 1, 0, 0, "", "");
+    check_cand(&c[13], 1, 2, 0, 0, "", "");
+    check_cand(&c[14], 1, 4, 0, 0, "split_fits", "");
+    CHECK_EQ_INT(c[13].grid[0], 4);
+    CHECK_EQ_INT(c[13].grid[1], 2);
+    CHECK_EQ_INT(c[13].grid[2], 1); /* missing z defaults to 1 */
+    CHECK_EQ_INT(c[13].block[0], 128);
+    CHECK_EQ_INT(c[13].block[1], 1);
+    CHECK_EQ_INT(c[13].smem, 0); /* no smem function */
+    int live = 0;
+    for (int i = 0; i < n; i++)
+        live += c[i].pruned_by[0] == '\0';
+    CHECK_EQ_INT(live, 8);
+    free(c);
+    at_spec_free(sp);
+}
+
+static void test_good_fixture_bytes(void)
+{
+    at_spec *sp = NULL;
+    double b = -1;
+    CHECK_EQ_INT(at_spec_load(GOOD, &sp), AT_OK);
+    CHECK_EQ_INT(at_spec_bytes(sp, &gemv_pb, &b), AT_OK);
+    CHECK(b == 2.0 * (4 * 4096 + 1 * 4096 + 1 * 4));
+    at_spec_free(sp);
+}
+
+static void test_shape_table_fields_reach_lua(void)
+{
+    const char *src = spec_src(NULL, NULL, NULL,
+                               "{ { \"show\", function(p, s) return string.format("
+                               "'%s %s %d %d %d %d %d %d %s %s', s.op, s.dtype, s.elem, s.arch, "
+                               "s.sms, s.M, s.K, s.N, tostring(s.T), tostring(s.H)) end } }",
+                               NULL);
+    at_spec *sp = NULL;
+    at_candidate *c = NULL;
+    int n = 0;
+    CHECK_EQ_INT(at_spec_load_string(src, "fixture", &sp), AT_OK);
+    CHECK_EQ_INT(at_spec_expand(sp, &gemv_pb, &c, &n), AT_OK);
+    CHECK_EQ_INT(n, 3);
+    if (c)
+        CHECK(strcmp(c[0].prune_reason, "gemv bf16 2 90 2 1 4096 4 nil nil") == 0);
+    free(c);
+    at_problem norm = {"rmsnorm", AT_FP16, {8, 4096, 0, 2}, 80, 132};
+    CHECK_EQ_INT(at_spec_expand(sp, &norm, &c, &n), AT_OK);
+    if (c)
+        CHECK(strcmp(c[2].prune_reason, "rmsnorm fp16 2 80 132 8 4096 0 8 4096") == 0);
+    free(c);
+    at_spec_free(sp);
+}
+
+static void test_later_constraints_are_not_evaluated_after_a_prune(void)
+{
+    const char *src =
+        spec_src(NULL, NULL, NULL,
+                 "{ { \"not_two\", function(p) return p.TP_X ~= 2 end }, { \"boom\", function(p) "
+                 "if p.TP_X == 2 then error('evaluated') end return p.TP_X ~= 3 and true or "
+                 "'three' end } }",
+                 NULL);
+    at_spec *sp = NULL;
+    at_candidate *c = NULL;
+    int n = 0;
+    CHECK_EQ_INT(at_spec_load_string(src, "fixture", &sp), AT_OK);
+    CHECK_EQ_INT(at_spec_expand(sp, &gemv_pb, &c, &n), AT_OK);
+    CHECK_EQ_INT(n, 3);
+    if (c && n == 3) {
+        CHECK(c[0].pruned_by[0] == '\0');
+        CHECK(strcmp(c[1].pruned_by, "not_two") == 0);
+        CHECK(strcmp(c[2].pruned_by, "boom") == 0);
+        CHECK(strcmp(c[2].prune_reason, "three") == 0);
+    }
+    free(c);
+    at_spec_free(sp);
+}
+
+static void test_all_pruned_is_not_an_expand_error(void)
+{
+    const char *src = spec_src(NULL, NULL, NULL, "{ { \"never\", function() return false end } }",
+                               NULL);
+    at_spec *sp = NULL;
+    at_candidate *c = NULL;
+    int n = 0;
+    CHECK_EQ_INT(at_spec_load_string(src, "fixture", &sp), AT_OK);
+    CHECK_EQ_INT(at_spec_expand(sp, &gemv_pb, &c, &n), AT_OK);
+    CHECK_EQ_INT(n, 3);
+    for (int i = 0; c && i < n; i++)
+        CHECK(strcmp(c[i].pruned_by, "never") == 0);
+    free(c);
+    at_spec_free(sp);
+}
+
+static void test_params_string_and_param_lookup(void)
+{
+    at_candidate c;
+    memset(&c, 0, sizeof c);
+    c.nparams = 3;
+    strcpy(c.params[0].name, "TP_WARPS");
+    c.params[0].value = 4;
+    strcpy(c.params[1].name, "TP_ROWS");
+    c.params[1].value = 2;
+    strcpy(c.params[2].name, "TP_VEC");
+    c.params[2].value = -8;
+    char buf[64];
+    at_candidate_params_string(&c, buf, sizeof buf);
+    CHECK(strcmp(buf, "TP_WARPS=4 TP_ROWS=2 TP_VEC=-8") == 0);
+    char small[12];
+    memset(small, 'x', sizeof small);
+    at_candidate_params_string(&c, small, sizeof small);
+    CHECK(strcmp(small, "TP_WARPS=4 ") == 0); /* truncated, still terminated */
+    at_candidate_params_string(&c, small, 1);
+    CHECK(small[0] == '\0');
+    CHECK_EQ_INT(at_candidate_param(&c, "TP_ROWS", 99), 2);
+    CHECK_EQ_INT(at_candidate_param(&c, "TP_NOPE", 99), 99);
+    CHECK_EQ_INT(at_candidate_param(NULL, "TP_ROWS", 7), 7);
+}
+
+static void test_sandbox_keeps_safe_library_and_text_load(void)
+{
+    /* print is a no-op; load() of text works and sees the sandbox globals */
+    const char *src = spec_src("print('hi') local three = load('return math.max(1, 3)')()",
+                               NULL, "{ { \"TP_X\", { three, utf8.len('ab'), #table.concat({'a'}) } } }",
+                               NULL, NULL);
+    at_spec *sp = NULL;
+    at_candidate *c = NULL;
+    int n = 0;
+    CHECK_EQ_INT(at_spec_load_string(src, "fixture", &sp), AT_OK);
+    CHECK_EQ_INT(at_spec_expand(sp, &gemv_pb, &c, &n), AT_OK);
+    CHECK_EQ_INT(n, 3);
+    if (c && n == 3) {
+        CHECK_EQ_INT(c[0].params[0].value, 3);
+        CHECK_EQ_INT(c[1].params[0].value, 2);
+        CHECK_EQ_INT(c[2].params[0].value, 1);
+    }
+    free(c);
+    at_spec_free(sp);
+    /* string.rep("", huge) would loop in C for hours: it must return at once */
+    CHECK_EQ_INT(load_status(spec_src("assert(string.rep('', 1 << 40) == '')", NULL, NULL,
+                                      NULL, NULL)),
+                 AT_OK);
+}
+
+static void test_null_arguments(void)
+{
+    at_spec *sp = (at_spec *)1;
+    at_spec_free(NULL);
+    CHECK_EQ_INT(at_spec_load_string(NULL, "x", &sp), AT_ERR_USAGE);
+    CHECK(sp == NULL);
+    CHECK_EQ_INT(at_spec_load(NULL, &sp), AT_ERR_USAGE);
+    CHECK(at_spec_op(NULL) == NULL);
+    CHECK_EQ_INT(at_spec_nstrategies(NULL), 0);
+}
+
+/* ------------------------------------------------- failing fixture files */
+
+static void test_missing_file_is_an_io_error(void)
+{
+    at_spec *sp = NULL;
+    CHECK_EQ_INT(at_spec_load("tests/fixtures/no_such_spec.lua", &sp), AT_ERR_IO);
+    CHECK_STR_HAS(at_errmsg(), "cannot read spec tests/fixtures/no_such_spec.lua: ");
+    CHECK_STR_HAS(at_errmsg(), "No such file");
+    CHECK(sp == NULL);
+    CHECK_EQ_INT(at_spec_load("tests/fixtures", &sp), AT_ERR_IO);
+}
+
+static void test_fixture_syntax_error_names_file_and_line(void)
+{
+    at_spec *sp = NULL;
+    CHECK_EQ_INT(at_spec_load("tests/fixtures/spec_syntax.lua", &sp), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "tests/fixtures/spec_syntax.lua:5:");
+    CHECK(sp == NULL);
+}
+
+static void test_fixture_runtime_error_names_file_and_line(void)
+{
+    at_spec *sp = NULL;
+    CHECK_EQ_INT(at_spec_load("tests/fixtures/spec_runtime.lua", &sp), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "tests/fixtures/spec_runtime.lua:3: attempt to index a nil");
+}
+
+static void test_fixture_constraint_error_names_file_line_and_candidate(void)
+{
+    at_spec *sp = NULL;
+    at_candidate *c = NULL;
+    int n = 0;
+    CHECK_EQ_INT(at_spec_load("tests/fixtures/spec_constraint_error.lua", &sp), AT_OK);
+    CHECK_EQ_INT(at_spec_expand(sp, &gemv_pb, &c, &n), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "tests/fixtures/spec_constraint_error.lua:10: attempt to index");
+    CHECK_STR_HAS(at_errmsg(), "constraint 'calls_nil' of strategy 1 (s) at TP_X=1");
+    CHECK(c == NULL);
+    at_spec_free(sp);
+}
+
+static void test_fixture_top_level_loop_hits_instruction_limit(void)
+{
+    at_spec *sp = NULL;
+    CHECK_EQ_INT(at_spec_load("tests/fixtures/spec_loop.lua", &sp), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "tests/fixtures/spec_loop.lua:");
+    CHECK_STR_HAS(at_errmsg(), "instruction limit exceeded");
+}
+
+/* ----------------------------------------------- failing string specs */
+
+static void test_string_spec_errors_use_the_chunk_name(void)
+{
+    CHECK_EQ_INT(load_status("return {\n  op = = 1 }"), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture:2:");
+    CHECK_EQ_INT(load_status("error({})"), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture: (error object is a table value)");
+    CHECK_EQ_INT(load_status("\n\nerror('bad shape')"), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture:3: bad shape");
+}
+
+static void test_limits_inside_constraints(void)
+{
+    CHECK_EQ_INT(expand_status(spec_src(NULL, NULL, NULL,
+                                        "{ { \"spin\", function() while true do end end } }",
+                                        NULL)),
+                 AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture:5: instruction limit exceeded");
+    CHECK_STR_HAS(at_errmsg(), "constraint 'spin'");
+    CHECK_EQ_INT(expand_status(spec_src(NULL, NULL, NULL,
+                                        "{ { \"hog\", function() return #string.rep('x', 1 << 30) "
+                                        "> 0 end } }",
+                                        NULL)),
+                 AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture:5: memory limit exceeded");
+}
+
+static void test_limits_at_top_level(void)
+{
+    CHECK_EQ_INT(load_status("local x = 0\nwhile true do x = x + 1 end"), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture:2: instruction limit exceeded");
+    CHECK_EQ_INT(load_status("local a = 1\nlocal s = string.rep('x', 1 << 30)"), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture:2: memory limit exceeded (64 MiB)");
+    /* memory that grows step by step, not in one request */
+    CHECK_EQ_INT(load_status("local t = {}\nfor i = 1, 1e9 do t[i] = {i} end"), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture:2: memory limit exceeded");
+    /* a spec may not catch a limit with pcall/xpcall and go on */
+    CHECK_EQ_INT(load_status("while true do\n pcall(function() while true do end end) end"),
+                 AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture:2: instruction limit exceeded");
+    CHECK_EQ_INT(load_status("local ok = pcall(string.rep, 'x', 1 << 30)\nreturn 1"), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture:1: memory limit exceeded");
+    CHECK_EQ_INT(load_status("xpcall(function() while true do end end, function(m) return m "
+                             "end)"),
+                 AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "instruction limit exceeded");
+    /* after a limit, the next call gets a fresh budget */
+    CHECK_EQ_INT(load_status("local ok, e = pcall(error, 'x')\nassert(not ok and e == 'x')\n" 
+                             "for i = 1, 1e6 do end"),
+                 AT_ERR_SPEC); /* loads fine but returns nothing */
+    CHECK_STR_HAS(at_errmsg(), "fixture: the chunk must return a table (it returned nil)");
+}
+
+static void test_sandbox_refuses_unsafe_globals(void)
+{
+    static const char *const cases[][2] = {
+        {"os.execute('true')", "global 'os'"},
+        {"io.open('/etc/passwd')", "global 'io'"},
+        {"require('os')", "global 'require'"},
+        {"dofile('/etc/passwd')", "global 'dofile'"},
+        {"loadfile('/etc/passwd')", "global 'loadfile'"},
+        {"debug.traceback()", "global 'debug'"},
+        {"package.loadlib('x', 'y')", "global 'package'"},
+        {"string.dump(function() end)", "field 'dump'"},
+        {"collectgarbage('collect') table.move({}, 1, 1 << 40, 1, {})", "field 'move'"},
+        {"setmetatable({}, { __gc = function() while true do end end })", "__gc is not allowed"},
+        {"local f, e = load('\\27Lua\\84\\0\\25\\147\\r\\n\\26\\n') if not f then error(e) end",
+         "attempt to load a binary chunk"},
+        {"local f, e = load('\\27LuaT', 'x', 'b') if not f then error(e) end",
+         "attempt to load a binary chunk"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK_EQ_INT(load_status(cases[i][0]), AT_ERR_SPEC);
+        CHECK_STR_HAS(at_errmsg(), "fixture:1:");
+        CHECK_STR_HAS(at_errmsg(), cases[i][1]);
+    }
+}
+
+static void test_missing_fields(void)
+{
+    CHECK_EQ_INT(load_status(spec_src(NULL, "", NULL, NULL, NULL)), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture: strategy 1 (s): template must be a path string");
+    CHECK_EQ_INT(load_status(spec_src(NULL, NULL, NULL, NULL, "block = function() return {1} end")),
+                 AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture: strategy 1 (s): grid must be a function");
+    CHECK_EQ_INT(load_status("return { op = 'gemv', strategies = { { name = 's', template = "
+                             "'a.cu', params = {}, grid = print, block = print } }, bytes = print }"),
+                 AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture: strategy 1 (s): kernel must be an identifier");
+    CHECK_EQ_INT(load_status("return { strategies = {} }"), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture: op must be an identifier");
+    CHECK_EQ_INT(load_status("return { op = 'gemv', strategies = { { template = 'a.cu' } } }"),
+                 AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture: strategy 1: name must be an identifier");
+    const char *no_bytes = "return { op = 'gemv', strategies = { { name = 's', kernel = 's', "
+                           "template = 'a.cu', params = {}, grid = print, block = print } } }";
+    CHECK_EQ_INT(load_status(no_bytes), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture: bytes must be a function");
+}
+
+static void test_wrong_types(void)
+{
+    static const char *const cases[][2] = {
+        {"{ { \"TP_X\", {1, \"2\"} } }", "fixture: strategy 1 (s): params[1] (TP_X) values must be integers"},
+        {"{ { \"TP_X\", {1, 2.5} } }", "params[1] (TP_X) values must be integers"},
+        {"{ { \"TP_X\", {} } }", "params[1] (TP_X) values must be a list of 1..4096 integers"},
+        {"{ { \"TP_X\", {1, nil, 3} } }", "params[1] (TP_X) values must be a list of 1..4096"},
+        {"{ { \"TP_X\", {1, 2, 1} } }", "params[1] (TP_X) lists 1 twice"},
+        {"{ { \"TP_X\", {1} }, { \"TP_vec\", {1} } }", "params[2] name must match TP_[A-Z0-9_]+"},
+        {"{ { \"VEC\", {1} } }", "params[1] name must match"},
+        {"{ { \"TP_X\", {1} }, { \"TP_X\", {2} } }", "params[2] repeats TP_X"},
+        {"{ TP_X = {1, 2} }", "params must be a list"},
+        {"{ { \"TP_X\" } }", "params[1] must be a pair"},
+        {"\"TP_X\"", "params must be a list"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK_EQ_INT(load_status(spec_src(NULL, NULL, cases[i][0], NULL, NULL)), AT_ERR_SPEC);
+        CHECK_STR_HAS(at_errmsg(), cases[i][1]);
+    }
+    char many[1024] = "{";
+    for (int i = 0; i <= AT_MAX_PARAMS; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), "{'TP_%c', {1}},", 'A' + i);
+    strcat(many, "}");
+    CHECK_EQ_INT(load_status(spec_src(NULL, NULL, many, NULL, NULL)), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "more than 16 params");
+    CHECK_EQ_INT(load_status(spec_src("local v = {} for i = 1, 4097 do v[i] = i end", NULL,
+                                      "{ { 'TP_X', v } }", NULL, NULL)),
+                 AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "params[1] (TP_X) values must be a list of 1..4096 integers");
+    static const char *const cons[][2] = {
+        {"{ \"c\" }", "constraints[1] must be {name, function}"},
+        {"{ { \"c\", 42 } }", "constraint 'c' must be a function"},
+        {"{ { \"has space\", print } }", "constraints[1] name must be an identifier"},
+        {"{ { \"c\", print }, { \"c\", print } }", "constraint 'c' is named twice"},
+        {"print", "constraints must be a list"},
+    };
+    for (size_t i = 0; i < sizeof cons / sizeof cons[0]; i++) {
+        CHECK_EQ_INT(load_status(spec_src(NULL, NULL, NULL, cons[i][0], NULL)), AT_ERR_SPEC);
+        CHECK_STR_HAS(at_errmsg(), cons[i][1]);
+    }
+    CHECK_EQ_INT(load_status(spec_src(NULL, "template = 7,", NULL, NULL, NULL)), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "template must be a path string");
+    CHECK_EQ_INT(load_status(spec_src(NULL, "template = 'a.cu', smem = 0,", NULL, NULL, NULL)),
+                 AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "smem must be a function (or absent)");
+    CHECK_EQ_INT(load_status("return { op = 'gemv', strategies = { 'warp_row' }, bytes = print }"),
+                 AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture: strategy 1 must be a table");
+    CHECK_EQ_INT(load_status("return 42"), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture: the chunk must return a table (it returned number)");
+}
+
+static void test_typos_and_duplicates_are_refused(void)
+{
+    CHECK_EQ_INT(load_status(spec_src(NULL, "template = 'a.cu', contraints = {},", NULL, NULL,
+                                      NULL)),
+                 AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture: strategy 1 (s): unknown field 'contraints'");
+    CHECK_EQ_INT(load_status("return { op = 'gemv', strategy = {} }"), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture: unknown field 'strategy'");
+    const char *twice =
+        "local s = { name = 's', kernel = 's', template = 'a.cu', params = {}, grid = print, "
+        "block = print }\nreturn { op = 'gemv', strategies = { s, s }, bytes = print }";
+    CHECK_EQ_INT(load_status(twice), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "strategy 2 (s): name repeats strategy 1");
+}
+
+static void test_empty_strategies(void)
+{
+    CHECK_EQ_INT(load_status("return { op = 'gemv', strategies = {}, bytes = print }"),
+                 AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture: the spec has no strategies");
+}
+
+static void test_template_paths_stay_in_the_templates_folder(void)
+{
+    CHECK_EQ_INT(load_status(spec_src(NULL, "template = 'gemv/../../etc/passwd',", NULL, NULL,
+                                      NULL)),
+                 AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(),
+                  "fixture: strategy 1 (s): template path 'gemv/../../etc/passwd' leaves the "
+                  "templates folder");
+    CHECK_EQ_INT(load_status(spec_src(NULL, "template = '/etc/passwd',", NULL, NULL, NULL)),
+                 AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "template path '/etc/passwd' leaves the templates folder");
+}
+
+static void test_constraint_returning_a_number(void)
+{
+    CHECK_EQ_INT(expand_status(spec_src(NULL, NULL, NULL,
+                                        "{ { \"counts\", function(p) return 42 end } }", NULL)),
+                 AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture:5: strategy 1 (s): constraint 'counts' returned a number (expected");
+    CHECK_STR_HAS(at_errmsg(), "at TP_X=1");
+}
+
+static void test_launch_shapes_are_checked(void)
+{
+    static const char *const cases[][2] = {
+        {"grid = function() return { 0 } end, block = function() return { 32 } end,",
+         "fixture:6: strategy 1 (s): grid[1] = 0 is not an integer in 1..2147483647"},
+        {"grid = function() return { 1, 70000 } end, block = function() return { 32 } end,",
+         "grid[2] = 70000 is not an integer in 1..65535"},
+        {"grid = function() return { 1 } end, block = function() return { 64, 32 } end,",
+         "block {64, 32, 1} has 2048 threads (CUDA limit 1024) at TP_X=1"},
+        {"grid = function() return { 1 } end, block = function() return { 2.5 } end,",
+         "block[1] = 2.5 is not an integer"},
+        {"grid = function() return 7 end, block = function() return { 32 } end,",
+         "grid must return a table of 1-3 positive integers (got 7)"},
+        {"grid = function() return { 1, 1, 1, 1 } end, block = function() return { 32 } end,",
+         "grid must return a table of 1-3"},
+        {"grid = function() return {1} end, block = function() return {32} end, smem = function() "
+         "return 300000 end,",
+         "smem must return an integer in 0..232448 (got 300000)"},
+        {"grid = function() return {1} end, block = function() return {32} end, smem = function() "
+         "return 'x' end,",
+         "smem must return an integer in 0..232448 (got 'x')"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK_EQ_INT(expand_status(spec_src(NULL, NULL, NULL, NULL, cases[i][0])), AT_ERR_SPEC);
+        CHECK_STR_HAS(at_errmsg(), cases[i][1]);
+    }
+    /* a pruned candidate never runs grid/block */
+    CHECK_EQ_INT(expand_status(spec_src(NULL, NULL, NULL, "{ { \"no\", function() end } }",
+                                        "grid = function() return 0 end, block = print,")),
+                 AT_OK);
+}
+
+static void test_space_too_large(void)
+{
+    const char *src = spec_src("local v = {} for i = 1, 101 do v[i] = i end", NULL,
+                               "{ { 'TP_A', v }, { 'TP_B', v }, { 'TP_C', {1, 2, 3, 4, 5, 6, 7, "
+                               "8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, "
+                               "25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, "
+                               "41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, "
+                               "57, 58, 59, 60, 61, 62, 63, 64, 65, 66, 67, 68, 69, 70, 71, 72, "
+                               "73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, "
+                               "89, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99} } }",
+                               NULL, NULL);
+    CHECK_EQ_INT(expand_status(src), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture: space too large: 1009899 candidates");
+}
+
+static void test_bytes_must_be_a_positive_number(void)
+{
+    at_spec *sp = NULL;
+    double b = 1;
+    const char *src = "return { op = 'gemv', strategies = { { name = 's', kernel = 's', template "
+                      "= 'a.cu', params = {}, grid = print, block = print } },\n"
+                      "bytes = function(s) return s.N - s.N end }";
+    CHECK_EQ_INT(at_spec_load_string(src, "fixture", &sp), AT_OK);
+    CHECK_EQ_INT(at_spec_bytes(sp, &gemv_pb, &b), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture:2: bytes must return a positive number (got 0)");
+    CHECK(b == 0);
+    at_spec_free(sp);
+    src = "return { op = 'gemv', strategies = { { name = 's', kernel = 's', template = 'a.cu', "
+          "params = {}, grid = print, block = print } },\nbytes = function(s) return s.X * 2 end }";
+    CHECK_EQ_INT(at_spec_load_string(src, "fixture", &sp), AT_OK);
+    CHECK_EQ_INT(at_spec_bytes(sp, &gemv_pb, &b), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture:2: attempt to perform arithmetic");
+    CHECK_STR_HAS(at_errmsg(), "(in bytes)");
+    at_spec_free(sp);
+}
+
+int main(void)
+{
+    TT_RUN(test_good_fixture_loads_with_names);
+    TT_RUN(test_good_fixture_expands_in_order_with_prunes_and_launch);
+    TT_RUN(test_good_fixture_bytes);
+    TT_RUN(test_shape_table_fields_reach_lua);
+    TT_RUN(test_later_constraints_are_not_evaluated_after_a_prune);
+    TT_RUN(test_all_pruned_is_not_an_expand_error);
+    TT_RUN(test_params_string_and_param_lookup);
+    TT_RUN(test_sandbox_keeps_safe_library_and_text_load);
+    TT_RUN(test_null_arguments);
+    TT_RUN(test_missing_file_is_an_io_error);
+    TT_RUN(test_fixture_syntax_error_names_file_and_line);
+    TT_RUN(test_fixture_runtime_error_names_file_and_line);
+    TT_RUN(test_fixture_constraint_error_names_file_line_and_candidate);
+    TT_RUN(test_fixture_top_level_loop_hits_instruction_limit);
+    TT_RUN(test_string_spec_errors_use_the_chunk_name);
+    TT_RUN(test_limits_inside_constraints);
+    TT_RUN(test_limits_at_top_level);
+    TT_RUN(test_sandbox_refuses_unsafe_globals);
+    TT_RUN(test_missing_fields);
+    TT_RUN(test_wrong_types);
+    TT_RUN(test_typos_and_duplicates_are_refused);
+    TT_RUN(test_empty_strategies);
+    TT_RUN(test_template_paths_stay_in_the_templates_folder);
+    TT_RUN(test_constraint_returning_a_number);
+    TT_RUN(test_launch_shapes_are_checked);
+    TT_RUN(test_space_too_large);
+    TT_RUN(test_bytes_must_be_a_positive_number);
+    return TT_DONE();
+}

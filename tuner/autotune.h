@@ -1,0 +1,377 @@
+/*
+** autotune.h — the tuner library that the `autotune` CLI is built on.
+**
+** Every fallible function returns an at_status; data comes back through
+** out-parameters. The message of the last failure on this thread is
+** at_errmsg(); it always names the library it came from ("nvrtc: ...",
+** "sqlite: ...", "cuda: ...", "search/gemv.lua:12: ..."). Only main.c exits.
+*/
+#ifndef AUTOTUNE_H
+#define AUTOTUNE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define AT_TUNER_VERSION "0.1.0"
+
+/* Status codes double as the CLI's exit codes (documented in --help). */
+typedef enum at_status {
+    AT_OK = 0,
+    AT_ERR_USAGE = 2,       /* bad argument, shape, op, dtype, option      */
+    AT_ERR_SPEC = 3,        /* spec unreadable, Lua error, empty space     */
+    AT_ERR_NOGPU = 4,       /* needs a GPU and there is none / no driver   */
+    AT_ERR_CUDA = 5,        /* CUDA driver / cuBLAS call failed            */
+    AT_ERR_CUDA_STICKY = 6, /* context lost (illegal address ...): restart */
+    AT_ERR_NVRTC = 7,       /* NVRTC itself unusable (not a compile error) */
+    AT_ERR_CACHE = 8,       /* SQLite cache unreadable, unwritable, foreign */
+    AT_ERR_IO = 9,          /* file could not be read or written           */
+    AT_ERR_NOMEM = 10,      /* host allocation failed                      */
+    AT_ERR_HARNESS = 11,    /* a measurement broke the ceiling: our bug    */
+    AT_ERR_INTERRUPTED = 130
+} at_status;
+
+/* The message of the last failure recorded on this thread ("" if none). */
+const char *at_errmsg(void);
+/* Fixed text for a status code. */
+const char *at_errstr(int status);
+/* Records a formatted message for this thread and returns `status`, so a
+** caller writes `return at_fail(AT_ERR_IO, "cannot read %s", path);`. */
+int at_fail(int status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* ---------------------------------------------------------------- shapes */
+
+/* A problem shape. GEMV-like ops: M tokens, K input features, N output
+** features (y[M,N] = x[M,K] . W[N,K]^T). Norm ops: T tokens x H hidden,
+** stored as M = T, K = H, N = 0, rank = 2. */
+typedef struct at_shape {
+    int64_t M, K, N;
+    int rank; /* 3 for MxKxN, 2 for TxH */
+} at_shape;
+
+/* Largest accepted single dimension and element count of one operand. */
+#define AT_SHAPE_MAX_DIM 2147483647LL
+#define AT_SHAPE_MAX_ELEMS (1LL << 40)
+
+/* Parses "MxKxN" (rank 3) or "TxH" (rank 2). Every dimension must be a
+** decimal integer in 1..AT_SHAPE_MAX_DIM and each operand's element count at
+** most AT_SHAPE_MAX_ELEMS. Returns AT_OK or AT_ERR_USAGE naming the problem. */
+int at_shape_parse(const char *text, int rank, at_shape *out);
+/* Writes "MxKxN" / "TxH" into buf (always NUL-terminated). */
+void at_shape_format(const at_shape *s, char *buf, size_t len);
+
+/* ---------------------------------------------------------------- dtypes */
+
+typedef enum at_dtype { AT_BF16 = 1, AT_FP16 = 2 } at_dtype;
+
+/* "bf16" / "fp16" -> dtype; AT_ERR_USAGE for anything else. */
+int at_dtype_parse(const char *text, at_dtype *out);
+const char *at_dtype_name(at_dtype d);
+/* Relative-error tolerance of the correctness gate for this dtype. */
+double at_dtype_tolerance(at_dtype d);
+
+/* 16-bit float conversions (round to nearest even), used by the reference. */
+uint16_t at_f32_to_bf16(float f);
+float at_bf16_to_f32(uint16_t h);
+uint16_t at_f32_to_fp16(float f);
+float at_fp16_to_f32(uint16_t h);
+uint16_t at_f32_to_half(at_dtype d, float f);
+float at_half_to_f32(at_dtype d, uint16_t h);
+
+/* ----------------------------------------------------------------- specs */
+
+/* A search spec: a sandboxed Lua file that returns one table (see
+** search/gemv.lua for the format). Opaque; owns its Lua state. */
+typedef struct at_spec at_spec;
+
+#define AT_MAX_PARAMS 16
+#define AT_NAME_LEN 48
+
+typedef struct at_param {
+    char name[AT_NAME_LEN]; /* "TP_VEC" */
+    int64_t value;
+} at_param;
+
+/* What a spec's functions see as `shape`. */
+typedef struct at_problem {
+    const char *op; /* "gemv" */
+    at_dtype dtype;
+    at_shape shape;
+    int arch; /* compute capability as 10*major+minor, e.g. 90 */
+    int sms;  /* multiprocessors (0 when unknown, e.g. --dry-run) */
+} at_problem;
+
+/* One point of the search space. */
+typedef struct at_candidate {
+    int strategy; /* index into the spec's strategies */
+    int nparams;
+    at_param params[AT_MAX_PARAMS];
+    char pruned_by[AT_NAME_LEN]; /* first failing constraint; "" if live */
+    char prune_reason[128];      /* string a constraint returned, or ""  */
+    unsigned grid[3], block[3];  /* live candidates only                 */
+    unsigned smem;               /* dynamic shared memory bytes          */
+} at_candidate;
+
+/* Loads and runs the spec at `path` in a sandbox (no io, os, require,
+** dofile, loadfile, debug, package; load() takes text only; an instruction
+** limit and a memory limit). Errors read "path:line: message". The caller
+** owns *out and frees it with at_spec_free. */
+int at_spec_load(const char *path, at_spec **out);
+/* Same, from a string; `chunkname` is used in messages (e.g. "fixture"). */
+int at_spec_load_string(const char *source, const char *chunkname, at_spec **out);
+void at_spec_free(at_spec *spec); /* NULL is a no-op */
+
+const char *at_spec_op(const at_spec *spec);
+int at_spec_nstrategies(const at_spec *spec);
+const char *at_spec_strategy_name(const at_spec *spec, int i);
+const char *at_spec_strategy_template(const at_spec *spec, int i); /* "gemv/gemv_warp_row.cu" */
+const char *at_spec_strategy_kernel(const at_spec *spec, int i);   /* "gemv_warp_row" */
+
+/* Expands the full cartesian product of every strategy's parameters, in the
+** order the spec lists them, and evaluates the named constraints; live
+** candidates also get grid/block/smem. *out is malloc'ed (caller frees).
+** A constraint that errors, loops past the instruction limit or returns a
+** wrong type fails the whole call with AT_ERR_SPEC ("path:line: ..."). */
+int at_spec_expand(at_spec *spec, const at_problem *pb, at_candidate **out, int *count);
+/* Bytes the op moves for this problem (the spec's bytes(shape)). */
+int at_spec_bytes(at_spec *spec, const at_problem *pb, double *bytes);
+
+/* "TP_A=1 TP_B=2" (in candidate order) into buf. */
+void at_candidate_params_string(const at_candidate *c, char *buf, size_t len);
+/* Value of a named parameter, or `fallback` when the candidate lacks it. */
+int64_t at_candidate_param(const at_candidate *c, const char *name, int64_t fallback);
+
+/* ---------------------------------------------------------------- sha256 */
+
+/* Lower-case hex SHA-256 of data into hex[65]. */
+void at_sha256_hex(const void *data, size_t len, char hex[65]);
+
+/* ---------------------------------------------------------------- cache */
+
+typedef struct at_cache at_cache;
+
+#define AT_SCHEMA_VERSION 1
+
+/* One GPU as the tuner saw it, with its measured ceilings. */
+typedef struct at_device_info {
+    char name[128];
+    int cc_major, cc_minor, sms;
+    int64_t l2_bytes, mem_bytes;
+    int driver_version;     /* cuDriverGetVersion, e.g. 13000 */
+    int nvrtc_major, nvrtc_minor;
+    double read_gbps;       /* streaming-read kernel ceiling, GB/s (1e9) */
+    double copy_gbps;       /* device-to-device copy, read+write GB/s    */
+    double empty_us;        /* empty kernel in graph replay, per launch  */
+} at_device_info;
+
+/* Everything that can change a tuning answer. [CACHE_KEY] The runtime
+** library reads the same fields: change both together. */
+typedef struct at_key {
+    char op[24];
+    at_dtype dtype;
+    char shape[64];     /* at_shape_format */
+    char device[128];
+    int cc;             /* 10*major+minor */
+    int sms;
+    int driver_version;
+    int nvrtc_version;  /* 1000*major+10*minor */
+    char space_sha[65]; /* sha256 of the spec and every template it names */
+    char options[160];  /* compile options common to all candidates */
+    char tuner_version[16];
+} at_key;
+
+/* The canonical text of a key ("op=gemv;dtype=bf16;...") and its sha256. */
+void at_key_string(const at_key *k, char *buf, size_t len);
+void at_key_digest(const at_key *k, char hex[65]);
+
+typedef enum at_trial_state {
+    AT_TRIAL_OK = 0,      /* compiled, correct, timed */
+    AT_TRIAL_PRUNED,      /* a named constraint rejected it */
+    AT_TRIAL_COMPILE_FAIL,
+    AT_TRIAL_WRONG,       /* failed the correctness gate */
+    AT_TRIAL_CRASHED,     /* sticky CUDA error */
+    AT_TRIAL_TIMEOUT,
+    AT_TRIAL_SPILLS       /* compiled, but spilled registers (not timed) */
+} at_trial_state;
+
+const char *at_trial_state_name(at_trial_state s);
+
+/* One candidate's result under one key. */
+typedef struct at_trial {
+    char strategy[AT_NAME_LEN];
+    char params[256];   /* at_candidate_params_string */
+    at_trial_state state;
+    char reason[256];   /* why pruned / compile error / error norm ... */
+    double us, us_min, us_max; /* graph replay, per launch (median, spread) */
+    double stream_us;   /* back-to-back stream launches, 0 if not measured */
+    double rel_err;     /* ||y-ref||/||ref|| from the correctness gate */
+    int regs, spill_bytes, smem_bytes;
+} at_trial;
+
+/* The stored answer for one key: a generated kernel or the baseline. */
+typedef struct at_winner {
+    char strategy[AT_NAME_LEN]; /* "cublas" when the baseline won */
+    char kernel[AT_NAME_LEN];   /* entry point; "" for the baseline */
+    char template_name[128];    /* "gemv/gemv_warp_row.cu"; "" for baseline */
+    char params[256];
+    double us, us_min, us_max;
+    double baseline_us, baseline_min, baseline_max;
+    double speedup;             /* baseline_us / us (1.0 for the baseline) */
+    double bytes;               /* bytes moved per call */
+    unsigned grid[3], block[3], smem;
+    void *cubin;                /* malloc'ed blob (NULL for the baseline) */
+    size_t cubin_size;
+    char cubin_sha[65];
+} at_winner;
+
+/* Opens (creating file, parent directories and schema if needed) the cache
+** at `path`. A file that is not SQLite, is corrupt, or has a newer schema is
+** refused with AT_ERR_CACHE and left untouched. */
+int at_cache_open(const char *path, at_cache **out);
+void at_cache_close(at_cache *c); /* NULL is a no-op */
+/* The default path: $XDG_CACHE_HOME/autotune/tune.db, else
+** $HOME/.cache/autotune/tune.db. */
+int at_cache_default_path(char *buf, size_t len);
+
+/* Looks the device up by name, cc and sms; fills its ceilings if found. */
+int at_cache_get_device(at_cache *c, at_device_info *dev, int *found);
+int at_cache_put_device(at_cache *c, const at_device_info *dev);
+
+/* Trials: one row per (key, strategy, params); put replaces. */
+int at_cache_put_trial(at_cache *c, const at_key *k, const at_trial *t);
+/* Finds a stored trial for this key + strategy + params. */
+int at_cache_get_trial(at_cache *c, const at_key *k, const char *strategy,
+                       const char *params, at_trial *out, int *found);
+/* Winners: one per key; put replaces. get fills *out (cubin malloc'ed;
+** free with at_winner_clear). */
+int at_cache_put_winner(at_cache *c, const at_key *k, const at_winner *w);
+int at_cache_get_winner(at_cache *c, const at_key *k, at_winner *out, int *found);
+void at_winner_clear(at_winner *w);
+
+/* Many puts in one transaction: begin/commit (commit is cheap to repeat). */
+int at_cache_begin(at_cache *c);
+int at_cache_commit(at_cache *c);
+
+/* ------------------------------------------------------------- templates */
+
+/* The template folder: kernel sources by relative name, plus the shared
+** headers under common/ handed to NVRTC by name. Opaque. */
+typedef struct at_templates at_templates;
+
+/* Opens the folder `root` and reads every common/ *.cuh header. */
+int at_templates_open(const char *root, at_templates **out);
+void at_templates_free(at_templates *t); /* NULL is a no-op */
+/* Source of template `name` ("gemv/gemv_warp_row.cu"), read once and kept.
+** A name that is absolute, contains "..", or is not a plain relative path is
+** refused with AT_ERR_SPEC (it would leave the templates folder). */
+int at_templates_source(at_templates *t, const char *name, const char **source);
+/* The shared headers: count, names ("common/vec.cuh") and sources. */
+int at_templates_nheaders(const at_templates *t);
+const char *at_templates_header_name(const at_templates *t, int i);
+const char *at_templates_header_source(const at_templates *t, int i);
+const char *at_templates_root(const at_templates *t);
+
+/* ----------------------------------------------------------------- nvrtc */
+
+/* One compilation. Inputs are borrowed; outputs are owned by the job and
+** freed by at_compile_job_clear. A compile error is a result (ok = 0 and
+** the log), not a failure of at_nvrtc_compile. */
+typedef struct at_compile_job {
+    const at_templates *tpl;
+    const char *name;         /* template name, for messages and #line */
+    const char *source;
+    char options[512];        /* "-DTP_A=1 -DTP_B=2" (space-separated) */
+    int arch;                 /* 90 -> sm_90 */
+    at_dtype dtype;
+    int ok;
+    char *log;                /* compile log incl. ptxas -v lines */
+    void *cubin;
+    size_t cubin_size;
+    int regs, spill_bytes, smem_bytes;
+    double seconds;
+} at_compile_job;
+
+/* NVRTC's version as 1000*major + 10*minor. */
+int at_nvrtc_version(void);
+/* The options every candidate shares, part of the cache key. */
+void at_nvrtc_common_options(at_dtype dtype, int arch, char *buf, size_t len);
+/* Compiles one job (thread-safe). AT_ERR_NVRTC only when NVRTC itself fails. */
+int at_nvrtc_compile(at_compile_job *job);
+/* Compiles jobs[0..n) on `threads` threads (0 = all cores). `progress`, if
+** not NULL, is called from the calling thread as jobs finish. */
+int at_nvrtc_compile_all(at_compile_job *jobs, int n, int threads,
+                         void (*progress)(void *arg, int done, int total), void *arg);
+void at_compile_job_clear(at_compile_job *job);
+
+/* ---------------------------------------------------------------- search */
+
+/* What `autotune --op ... --shape ...` asks for. */
+typedef struct at_search_opts {
+    const char *op;             /* must equal the spec's op */
+    at_dtype dtype;
+    at_shape shape;
+    const char *spec_path;      /* search/<op>.lua */
+    const char *templates_root; /* templates/ */
+    const char *db_path;        /* SQLite cache; NULL with dry_run */
+    int device;                 /* GPU ordinal */
+    int arch;                   /* dry run target (0: present GPU, else 90) */
+    int dry_run;                /* expand + compile only; no GPU, no cache */
+    int force;                  /* ignore cached winners and failed trials */
+    int reps;                   /* replays per candidate (median of), >= 5 */
+    int threads;                /* compile threads, 0 = all cores */
+    int progress;               /* live progress lines on stderr */
+    volatile int *interrupt;    /* set asynchronously (SIGINT): stop soon */
+} at_search_opts;
+
+/* One candidate as the run saw it. */
+typedef struct at_search_row {
+    at_candidate cand;
+    at_trial trial;      /* state, reason, µs, registers ... */
+    double gbps;         /* bytes / graph µs */
+    double ratio;        /* baseline µs / µs */
+    int final;           /* re-timed in the final round */
+} at_search_row;
+
+typedef struct at_search_result {
+    at_device_info dev;
+    int arch;
+    at_key key;
+    char key_sha[65];
+    int from_cache;      /* answered from a stored winner */
+    int dry_run;
+    int interrupted;
+    int harness_errors;  /* measurements above the read ceiling */
+    int ncand, npruned, ncompiled, ncompile_failed, nspills, ncorrect, nwrong, ncrashed, nskipped;
+    at_search_row *rows; /* timed rows first, fastest first; then the rest */
+    int nrows;
+    double bytes;        /* moved per call */
+    int copies;          /* weight copies rotated */
+    double working_set_mib;
+    int launches;        /* launches per graph replay */
+    int reps;
+    at_winner winner;    /* stored answer (cubin owned) */
+    double base_us, base_min, base_max, base_stream_us;
+    double t_compile, t_verify, t_time, t_total; /* seconds */
+} at_search_result;
+
+/* Runs the whole pipeline: spec -> candidates -> NVRTC -> correctness gate
+** -> timing against cuBLAS -> cache. Fills *res (free with
+** at_search_result_free) also when it fails part-way or is interrupted, so
+** the caller can print what was measured. */
+int at_search_run(const at_search_opts *o, at_search_result *res);
+void at_search_result_free(at_search_result *res);
+
+/* ---------------------------------------------------------------- report */
+
+/* The human table (top `top` timed rows; all rows with top < 0) to f. */
+void at_report_text(FILE *f, const at_search_opts *o, const at_search_result *res, int top,
+                    const char *db_path);
+/* The same as one JSON document. */
+void at_report_json(FILE *f, const at_search_opts *o, const at_search_result *res, const char *db_path,
+                    int status);
+
+#endif /* AUTOTUNE_H */

@@ -1,0 +1,257 @@
+/*
+** main.c — the `autotune` command: argument parsing, finding the templates
+** and specs, Ctrl-C, and printing. The only file that calls exit(); every
+** exit code is an at_status (listed in --help).
+*/
+#include "autotune.h"
+
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef AT_SOURCE_DIR
+#define AT_SOURCE_DIR "."
+#endif
+
+static volatile int interrupt_flag;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupt_flag = 1;
+    signal(SIGINT, SIG_DFL); /* a second Ctrl-C ends it at once */
+}
+
+static void usage(FILE *f)
+{
+    fputs(
+        "usage: autotune --op OP --shape SHAPE [options]\n"
+        "\n"
+        "Tunes one CUDA kernel for one decode shape on this GPU: expands the op's\n"
+        "templates over the search space of its Lua spec, compiles every candidate\n"
+        "with NVRTC, rejects wrong ones against an fp64 CPU reference, times the\n"
+        "rest against cuBLAS with cold weights in CUDA-graph replay, and stores the\n"
+        "winner in a SQLite cache. A rerun answers from the cache.\n"
+        "\n"
+        "  --op OP          gemv\n"
+        "  --shape SHAPE    MxKxN for gemv: M tokens, K inputs, N outputs,\n"
+        "                   y[M,N] = x[M,K] . W[N,K]^T (W row-major, as nn.Linear)\n"
+        "  --dtype T        bf16 (default) or fp16; accumulation is fp32\n"
+        "  --spec FILE      search spec (default: search/OP.lua)\n"
+        "  --templates DIR  template folder (default: templates/ beside the specs)\n"
+        "  --db FILE        cache (default: $XDG_CACHE_HOME/autotune/tune.db,\n"
+        "                   else ~/.cache/autotune/tune.db)\n"
+        "  --device N       GPU ordinal (default 0)\n"
+        "  --force          retune even if the cache has an answer; retry\n"
+        "                   candidates that failed before\n"
+        "  --dry-run        no GPU, no cache: expand, prune and compile every\n"
+        "                   candidate, report registers, spills, prune reasons\n"
+        "  --arch SM        target of --dry-run: sm_90, sm_89, 90 ... (default:\n"
+        "                   the present GPU, else sm_90)\n"
+        "  --reps N         graph replays per candidate, median of N (default 7, >= 5)\n"
+        "  --threads N      compile threads (default: all cores)\n"
+        "  --top N          rows of the table to print (default 10; -1 all)\n"
+        "  --json           print one JSON document instead of the table\n"
+        "  --quiet          no progress lines\n"
+        "  --help, --version\n"
+        "\n"
+        "Environment: AUTOTUNE_HOME, a folder holding search/ and templates/.\n"
+        "\n"
+        "Exit codes: 0 ok, 2 bad argument or input, 3 spec error, 4 no GPU,\n"
+        "5 CUDA/cuBLAS error, 6 CUDA context lost, 7 NVRTC unusable, 8 cache\n"
+        "error, 9 I/O error, 10 out of memory, 11 measurement above the device\n"
+        "ceiling (a harness bug), 130 interrupted (what was measured is stored).\n",
+        f);
+}
+
+static int is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* A folder with both search/ and templates/common: AUTOTUNE_HOME, beside the
+** executable (build tree or installed share/autotune), the source tree, or
+** the current folder. */
+static int find_home(char *buf, size_t len)
+{
+    char exe[PATH_MAX], cand[6][PATH_MAX + 64], probe[PATH_MAX + 96];
+    int n = 0;
+    const char *env = getenv("AUTOTUNE_HOME");
+    if (env && *env)
+        snprintf(cand[n++], sizeof cand[0], "%s", env);
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k > 0) {
+        exe[k] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash)
+            *slash = '\0';
+        snprintf(cand[n++], sizeof cand[0], "%s/..", exe);
+        snprintf(cand[n++], sizeof cand[0], "%s/../share/autotune", exe);
+    }
+    snprintf(cand[n++], sizeof cand[0], "%s", AT_SOURCE_DIR);
+    snprintf(cand[n++], sizeof cand[0], ".");
+    for (int i = 0; i < n; i++) {
+        snprintf(probe, sizeof probe, "%s/templates/common", cand[i]);
+        if (!is_dir(probe))
+            continue;
+        snprintf(probe, sizeof probe, "%s/search", cand[i]);
+        if (!is_dir(probe))
+            continue;
+        char real[PATH_MAX];
+        snprintf(buf, len, "%s", realpath(cand[i], real) ? real : cand[i]);
+        return AT_OK;
+    }
+    return at_fail(AT_ERR_USAGE, "cannot find the search/ and templates/ folders; set AUTOTUNE_HOME "
+                                 "or pass --spec and --templates");
+}
+
+static int parse_int(const char *opt, const char *v, int lo, int hi, int *out)
+{
+    char *end;
+    long x;
+    if (!v)
+        return at_fail(AT_ERR_USAGE, "%s needs a value", opt);
+    x = strtol(v, &end, 10);
+    if (*v == '\0' || *end != '\0' || x < lo || x > hi)
+        return at_fail(AT_ERR_USAGE, "%s: '%s' is not a whole number in %d..%d", opt, v, lo, hi);
+    *out = (int)x;
+    return AT_OK;
+}
+
+static int parse_arch(const char *v, int *out)
+{
+    if (!v)
+        return at_fail(AT_ERR_USAGE, "--arch needs a value");
+    const char *p = strncmp(v, "sm_", 3) == 0 ? v + 3 : v;
+    int rc = parse_int("--arch", p, 50, 200, out);
+    if (rc != AT_OK)
+        return at_fail(AT_ERR_USAGE, "--arch: '%s' is not an architecture such as sm_90", v);
+    return AT_OK;
+}
+
+static const char *const known_ops[] = {"gemv", NULL};
+
+static int die(int rc, int json)
+{
+    if (json)
+        printf("{\"status\":%d,\"error\":\"%s\"}\n", rc, at_errstr(rc));
+    fprintf(stderr, "autotune: %s\n", at_errmsg());
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    at_search_opts o = {.dtype = AT_BF16, .reps = 7};
+    const char *shape_text = NULL, *spec = NULL, *templates = NULL, *db = NULL, *dtype = "bf16";
+    char home[PATH_MAX], spec_buf[PATH_MAX + 64], tpl_buf[PATH_MAX + 64], db_buf[PATH_MAX];
+    int json = 0, quiet = 0, top = 10, rc;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int takes = 1;
+        rc = AT_OK;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--version")) {
+            printf("autotune %s\n", AT_TUNER_VERSION);
+            return 0;
+        } else if (!strcmp(a, "--op")) {
+            o.op = v;
+        } else if (!strcmp(a, "--shape")) {
+            shape_text = v;
+        } else if (!strcmp(a, "--dtype")) {
+            dtype = v;
+        } else if (!strcmp(a, "--spec")) {
+            spec = v;
+        } else if (!strcmp(a, "--templates")) {
+            templates = v;
+        } else if (!strcmp(a, "--db")) {
+            db = v;
+        } else if (!strcmp(a, "--device")) {
+            rc = parse_int(a, v, 0, 1023, &o.device);
+        } else if (!strcmp(a, "--arch")) {
+            rc = parse_arch(v, &o.arch);
+        } else if (!strcmp(a, "--reps")) {
+            rc = parse_int(a, v, 5, 1000, &o.reps);
+        } else if (!strcmp(a, "--threads")) {
+            rc = parse_int(a, v, 0, 256, &o.threads);
+        } else if (!strcmp(a, "--top")) {
+            rc = parse_int(a, v, -1, 1000000, &top);
+        } else {
+            takes = 0;
+            if (!strcmp(a, "--force"))
+                o.force = 1;
+            else if (!strcmp(a, "--dry-run"))
+                o.dry_run = 1;
+            else if (!strcmp(a, "--json"))
+                json = 1;
+            else if (!strcmp(a, "--quiet"))
+                quiet = 1;
+            else
+                rc = at_fail(AT_ERR_USAGE, "unknown option '%s' (see --help)", a);
+        }
+        if (rc == AT_OK && takes && !v)
+            rc = at_fail(AT_ERR_USAGE, "%s needs a value", a);
+        if (rc != AT_OK)
+            return die(rc, json);
+        i += takes;
+    }
+    if (!o.op)
+        return die(at_fail(AT_ERR_USAGE, "--op is required (see --help)"), json);
+    int known = 0;
+    for (int i = 0; known_ops[i]; i++)
+        known |= !strcmp(known_ops[i], o.op);
+    if (!known)
+        return die(at_fail(AT_ERR_USAGE, "unknown op '%s' (known: gemv)", o.op), json);
+    if (!shape_text)
+        return die(at_fail(AT_ERR_USAGE, "--shape is required, e.g. --shape 1x2048x8192"), json);
+    if ((rc = at_dtype_parse(dtype, &o.dtype)) != AT_OK ||
+        (rc = at_shape_parse(shape_text, 3, &o.shape)) != AT_OK)
+        return die(rc, json);
+    if (o.arch && !o.dry_run)
+        return die(at_fail(AT_ERR_USAGE, "--arch applies to --dry-run; a real run tunes for the present GPU"),
+                   json);
+
+    if (!spec || !templates) {
+        if ((rc = find_home(home, sizeof home)) != AT_OK)
+            return die(rc, json);
+        if (!spec) {
+            snprintf(spec_buf, sizeof spec_buf, "%s/search/%s.lua", home, o.op);
+            spec = spec_buf;
+        }
+        if (!templates) {
+            snprintf(tpl_buf, sizeof tpl_buf, "%s/templates", home);
+            templates = tpl_buf;
+        }
+    }
+    if (!db && !o.dry_run) {
+        if ((rc = at_cache_default_path(db_buf, sizeof db_buf)) != AT_OK)
+            return die(rc, json);
+        db = db_buf;
+    }
+    o.spec_path = spec;
+    o.templates_root = templates;
+    o.db_path = db;
+    o.progress = !quiet && !json && isatty(2);
+    o.interrupt = &interrupt_flag;
+    signal(SIGINT, on_sigint);
+
+    at_search_result res;
+    rc = at_search_run(&o, &res);
+    if (json) {
+        at_report_json(stdout, &o, &res, db, rc);
+    } else if (rc == AT_OK || res.nrows > 0 || res.from_cache) {
+        at_report_text(stdout, &o, &res, top, db);
+    }
+    if (rc != AT_OK)
+        fprintf(stderr, "autotune: %s\n", at_errmsg());
+    at_search_result_free(&res);
+    return rc;
+}

@@ -1,0 +1,208 @@
+/*
+** nvrtc.c — compiles template variants to cubins with NVRTC, in parallel.
+** The tuner only adds -DTP_* options to a template's source; the log and the
+** ptxas resource report (registers, spills, shared memory) are kept per job.
+** A compile error is a result of the job, never a failure of the run.
+*/
+#include "autotune.h"
+
+#include <nvrtc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int at_nvrtc_version(void)
+{
+    int major = 0, minor = 0;
+    nvrtcVersion(&major, &minor);
+    return 1000 * major + 10 * minor;
+}
+
+void at_nvrtc_common_options(at_dtype dtype, int arch, char *buf, size_t len)
+{
+    snprintf(buf, len, "--gpu-architecture=sm_%d -std=c++17 -DTP_DTYPE=%d", arch, (int)dtype);
+}
+
+/* Splits `text` on spaces into argv-style pointers inside `store`. */
+static int split_options(const char *text, char *store, size_t storelen, const char **argv, int max)
+{
+    int n = 0;
+    if (strlen(text) >= storelen)
+        return -1;
+    strcpy(store, text);
+    for (char *p = strtok(store, " "); p; p = strtok(NULL, " ")) {
+        if (n == max)
+            return -1;
+        argv[n++] = p;
+    }
+    return n;
+}
+
+/* Reads "Used N registers", "N bytes spill stores" and "N bytes smem" from
+** the ptxas -v part of a log. */
+static void parse_ptxas(const char *log, at_compile_job *job)
+{
+    const char *p;
+    if ((p = strstr(log, "Used ")) != NULL)
+        job->regs = atoi(p + 5);
+    if ((p = strstr(log, "bytes spill stores")) != NULL) {
+        while (p > log && p[-1] == ' ')
+            p--;
+        while (p > log && p[-1] >= '0' && p[-1] <= '9')
+            p--;
+        job->spill_bytes = atoi(p);
+    }
+    if ((p = strstr(log, " bytes smem")) != NULL) {
+        while (p > log && p[-1] >= '0' && p[-1] <= '9')
+            p--;
+        job->smem_bytes = atoi(p);
+    }
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int at_nvrtc_compile(at_compile_job *job)
+{
+    nvrtcProgram prog = NULL;
+    char common[256], store[1024];
+    const char *argv[64];
+    const char *hnames[64], *hsrcs[64];
+    int argc, nh = job->tpl ? at_templates_nheaders(job->tpl) : 0;
+    size_t n = 0;
+    nvrtcResult r;
+    double t0 = now_seconds();
+    int rc = AT_OK;
+
+    job->ok = 0;
+    if (nh > 64)
+        nh = 64;
+    for (int i = 0; i < nh; i++) {
+        hnames[i] = at_templates_header_name(job->tpl, i);
+        hsrcs[i] = at_templates_header_source(job->tpl, i);
+    }
+    r = nvrtcCreateProgram(&prog, job->source, job->name, nh, hsrcs, hnames);
+    if (r != NVRTC_SUCCESS)
+        return at_fail(AT_ERR_NVRTC, "nvrtc: nvrtcCreateProgram(%s): %s", job->name,
+                       nvrtcGetErrorString(r));
+
+    at_nvrtc_common_options(job->dtype, job->arch, common, sizeof common);
+    char all[1024];
+    snprintf(all, sizeof all, "%s --ptxas-options=-v %s", common, job->options);
+    argc = split_options(all, store, sizeof store, argv, 64);
+    if (argc < 0) {
+        nvrtcDestroyProgram(&prog);
+        return at_fail(AT_ERR_NVRTC, "nvrtc: too many options for %s", job->name);
+    }
+    r = nvrtcCompileProgram(prog, argc, argv);
+
+    if (nvrtcGetProgramLogSize(prog, &n) == NVRTC_SUCCESS && n > 0 && (job->log = malloc(n + 1))) {
+        if (nvrtcGetProgramLog(prog, job->log) != NVRTC_SUCCESS)
+            job->log[0] = '\0';
+        job->log[n] = '\0';
+        parse_ptxas(job->log, job);
+    }
+    if (r == NVRTC_SUCCESS) {
+        if (nvrtcGetCUBINSize(prog, &n) == NVRTC_SUCCESS && n > 0 && (job->cubin = malloc(n)) &&
+            nvrtcGetCUBIN(prog, job->cubin) == NVRTC_SUCCESS) {
+            job->cubin_size = n;
+            job->ok = 1;
+        } else if (!job->cubin) {
+            rc = at_fail(AT_ERR_NOMEM, "out of memory for a cubin");
+        }
+    } else if (r != NVRTC_ERROR_COMPILATION) {
+        rc = at_fail(AT_ERR_NVRTC, "nvrtc: compiling %s: %s", job->name, nvrtcGetErrorString(r));
+    }
+    nvrtcDestroyProgram(&prog);
+    job->seconds = now_seconds() - t0;
+    return rc;
+}
+
+void at_compile_job_clear(at_compile_job *job)
+{
+    free(job->log);
+    free(job->cubin);
+    job->log = NULL;
+    job->cubin = NULL;
+    job->cubin_size = 0;
+    job->ok = 0;
+}
+
+/* ---- the worker pool: each thread takes the next unclaimed job ---- */
+
+typedef struct pool {
+    at_compile_job *jobs;
+    int n, next, done, rc;
+    char msg[512]; /* the failing worker's message (errors are per thread) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} pool;
+
+static void *worker(void *arg)
+{
+    pool *p = arg;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        int i = p->rc == AT_OK && p->next < p->n ? p->next++ : -1;
+        pthread_mutex_unlock(&p->mu);
+        if (i < 0)
+            return NULL;
+        int rc = at_nvrtc_compile(&p->jobs[i]);
+        pthread_mutex_lock(&p->mu);
+        p->done++;
+        if (rc != AT_OK && p->rc == AT_OK) { /* NVRTC itself broke: stop handing out work */
+            p->rc = rc;
+            snprintf(p->msg, sizeof p->msg, "%s", at_errmsg());
+        }
+        pthread_cond_signal(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+int at_nvrtc_compile_all(at_compile_job *jobs, int n, int threads,
+                         void (*progress)(void *arg, int done, int total), void *arg)
+{
+    pool p = {.jobs = jobs, .n = n};
+    pthread_t tid[256];
+    int started = 0;
+    if (threads <= 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = c > 0 ? (int)c : 1;
+    }
+    if (threads > 256)
+        threads = 256;
+    if (threads > n)
+        threads = n > 0 ? n : 1;
+    pthread_mutex_init(&p.mu, NULL);
+    pthread_cond_init(&p.cv, NULL);
+    for (int i = 0; i < threads; i++)
+        if (pthread_create(&tid[started], NULL, worker, &p) == 0)
+            started++;
+    if (started == 0)
+        worker(&p); /* no threads to be had: do it here */
+    pthread_mutex_lock(&p.mu);
+    while (p.done < p.n && !(p.rc != AT_OK && p.done >= p.next)) {
+        pthread_cond_wait(&p.cv, &p.mu);
+        if (progress) {
+            int d = p.done;
+            pthread_mutex_unlock(&p.mu);
+            progress(arg, d, n);
+            pthread_mutex_lock(&p.mu);
+        }
+    }
+    pthread_mutex_unlock(&p.mu);
+    for (int i = 0; i < started; i++)
+        pthread_join(tid[i], NULL);
+    pthread_mutex_destroy(&p.mu);
+    pthread_cond_destroy(&p.cv);
+    if (p.rc != AT_OK) /* the message was set on a worker thread */
+        return at_fail(p.rc, "%s", p.msg);
+    return AT_OK;
+}

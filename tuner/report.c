@@ -1,0 +1,208 @@
+/*
+** report.c — what a run prints: the human table (device and ceilings, the
+** space, how it was timed, the ranking against the baseline, the winner)
+** and the same facts as one JSON document for scripts.
+*/
+#include "autotune.h"
+
+#include <string.h>
+
+static double pct_ceiling(const at_search_result *r, double gbps)
+{
+    return r->dev.read_gbps > 0 ? 100.0 * gbps / r->dev.read_gbps : 0.0;
+}
+
+static void device_line(FILE *f, const at_search_result *r)
+{
+    if (!r->dev.name[0]) {
+        fprintf(f, "device  none (compiling for sm_%d)\n", r->arch);
+        return;
+    }
+    fprintf(f, "device  %s (sm_%d%d, %d SMs, L2 %.0f MB)", r->dev.name, r->dev.cc_major,
+            r->dev.cc_minor, r->dev.sms, (double)r->dev.l2_bytes / 1e6);
+    if (r->dev.read_gbps > 0)
+        fprintf(f, "  read ceiling %.2f TB/s, copy %.2f TB/s, empty kernel %.2f us",
+                r->dev.read_gbps / 1e3, r->dev.copy_gbps / 1e3, r->dev.empty_us);
+    fputc('\n', f);
+}
+
+static void space_line(FILE *f, const at_search_result *r)
+{
+    fprintf(f, "space   %d candidates, %d pruned (named constraints), %d compiled (%d failed",
+            r->ncand, r->npruned, r->ncompiled, r->ncompile_failed);
+    if (r->nspills)
+        fprintf(f, ", %d spill", r->nspills);
+    fputc(')', f);
+    if (!r->dry_run)
+        fprintf(f, ", %d correct, %d wrong", r->ncorrect, r->nwrong);
+    if (r->ncrashed)
+        fprintf(f, ", %d crashed", r->ncrashed);
+    if (r->nskipped)
+        fprintf(f, ", %d skipped (failed before, cached)", r->nskipped);
+    fputc('\n', f);
+}
+
+static void dry_rows(FILE *f, const at_search_result *r)
+{
+    fprintf(f, "  %-9s %-52s %-14s %s\n", "strategy", "params", "state", "regs/spill or why pruned");
+    for (int i = 0; i < r->nrows; i++) {
+        const at_trial *t = &r->rows[i].trial;
+        if (t->state == AT_TRIAL_PRUNED || t->state == AT_TRIAL_COMPILE_FAIL)
+            fprintf(f, "  %-9s %-52s %-14s %s\n", t->strategy, t->params, at_trial_state_name(t->state),
+                    t->reason);
+        else
+            fprintf(f, "  %-9s %-52s %-14s %d regs, %d B spill, %d B smem\n", t->strategy, t->params,
+                    "compiled", t->regs, t->spill_bytes, t->smem_bytes);
+    }
+}
+
+void at_report_text(FILE *f, const at_search_opts *o, const at_search_result *r, int top,
+                    const char *db_path)
+{
+    char shape[64];
+    at_shape_format(&o->shape, shape, sizeof shape);
+    device_line(f, r);
+    if (r->from_cache) {
+        const at_winner *w = &r->winner;
+        fprintf(f, "cached  %s %s %s (tuned before; --force retunes)\n", o->op, at_dtype_name(o->dtype), shape);
+        fprintf(f, "winner  %s %s  %.2f us (%.2f-%.2f), cuBLAS %.2f us, %.2fx, %.0f GB/s\n", w->strategy,
+                w->params, w->us, w->us_min, w->us_max, w->baseline_us, w->speedup,
+                w->us > 0 ? w->bytes / (w->us * 1e3) : 0.0);
+        return;
+    }
+    space_line(f, r);
+    if (r->dry_run) {
+        dry_rows(f, r);
+        fprintf(f, "compile %.1f s on all cores for sm_%d (no GPU used)\n", r->t_compile, r->arch);
+        return;
+    }
+    fprintf(f, "timing  cold weights (%d copies, %.0f MiB), graph replay of %d launches, median of %d "
+               "(top %d: median of %d)\n",
+            r->copies, r->working_set_mib, r->launches, r->reps, 5, 3 * r->reps);
+    fprintf(f, "  %-4s  %-9s %-52s %8s %13s %7s %6s %6s %9s\n", "rank", "strategy", "params", "us",
+            "min-max", "stream", "GB/s", "%ceil", "vs cuBLAS");
+    int shown = 0;
+    for (int i = 0; i < r->nrows; i++) {
+        const at_search_row *row = &r->rows[i];
+        const at_trial *t = &row->trial;
+        if (t->state != AT_TRIAL_OK || t->us <= 0)
+            break;
+        if (top >= 0 && shown >= top)
+            break;
+        char stream[16] = "-";
+        if (t->stream_us > 0)
+            snprintf(stream, sizeof stream, "%.2f", t->stream_us);
+        fprintf(f, "  %-4d  %-9s %-52s %8.2f %6.2f-%-6.2f %7s %6.0f %5.0f%% %8.2fx%s\n", ++shown,
+                t->strategy, t->params, t->us, t->us_min, t->us_max, stream, row->gbps,
+                pct_ceiling(r, row->gbps), row->ratio, t->reason[0] ? "  (!)" : "");
+    }
+    if (r->base_us > 0) {
+        double g = r->bytes / (r->base_us * 1e3);
+        fprintf(f, "  %-4s  %-9s %-52s %8.2f %6.2f-%-6.2f %7.2f %6.0f %5.0f%% %8.2fx\n", "-", "cublas",
+                "cublasGemmEx (fp32 compute)", r->base_us, r->base_min, r->base_max, r->base_stream_us, g,
+                pct_ceiling(r, g), 1.0);
+    }
+    for (int i = 0; i < r->nrows; i++)
+        if (r->rows[i].trial.reason[0] && r->rows[i].trial.state == AT_TRIAL_OK)
+            fprintf(f, "  (!) %s %s: %s\n", r->rows[i].trial.strategy, r->rows[i].trial.params,
+                    r->rows[i].trial.reason);
+    fprintf(f, "time    compile %.1f s, verify %.1f s, timing %.1f s, total %.1f s\n", r->t_compile,
+            r->t_verify, r->t_time, r->t_total);
+    if (r->winner.strategy[0] && !r->interrupted) {
+        const at_winner *w = &r->winner;
+        if (strcmp(w->strategy, "cublas") == 0)
+            fprintf(f, "winner  cublas (no candidate beat it beyond the noise)  stored in %s\n", db_path);
+        else
+            fprintf(f, "winner  %s %s  %.2f us, %.2fx cuBLAS  stored in %s\n", w->strategy, w->params, w->us,
+                    w->speedup, db_path);
+    }
+}
+
+/* JSON string with escapes. */
+static void jstr(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void jtrial(FILE *f, const at_search_row *row)
+{
+    const at_trial *t = &row->trial;
+    fputs("{\"strategy\":", f);
+    jstr(f, t->strategy);
+    fputs(",\"params\":", f);
+    jstr(f, t->params);
+    fputs(",\"state\":", f);
+    jstr(f, at_trial_state_name(t->state));
+    fputs(",\"reason\":", f);
+    jstr(f, t->reason);
+    fprintf(f, ",\"us\":%.4f,\"us_min\":%.4f,\"us_max\":%.4f,\"stream_us\":%.4f,\"gbps\":%.1f,"
+               "\"vs_baseline\":%.4f,\"rel_err\":%.3g,\"regs\":%d,\"spill_bytes\":%d,\"smem_bytes\":%d}",
+            t->us, t->us_min, t->us_max, t->stream_us, row->gbps, row->ratio,
+            t->rel_err, t->regs, t->spill_bytes, t->smem_bytes);
+}
+
+void at_report_json(FILE *f, const at_search_opts *o, const at_search_result *r, const char *db_path,
+                    int status)
+{
+    char shape[64];
+    at_shape_format(&o->shape, shape, sizeof shape);
+    fputs("{\"op\":", f);
+    jstr(f, o->op);
+    fputs(",\"dtype\":", f);
+    jstr(f, at_dtype_name(o->dtype));
+    fputs(",\"shape\":", f);
+    jstr(f, shape);
+    fprintf(f, ",\"status\":%d,\"error\":", status);
+    jstr(f, status ? at_errmsg() : "");
+    fprintf(f, ",\"from_cache\":%s,\"dry_run\":%s,\"interrupted\":%s,\"db\":",
+            r->from_cache ? "true" : "false", r->dry_run ? "true" : "false",
+            r->interrupted ? "true" : "false");
+    jstr(f, db_path ? db_path : "");
+    fputs(",\"key_sha\":", f);
+    jstr(f, r->key_sha);
+    fputs(",\"device\":{\"name\":", f);
+    jstr(f, r->dev.name);
+    fprintf(f, ",\"arch\":%d,\"sms\":%d,\"l2_bytes\":%lld,\"driver\":%d,\"read_gbps\":%.1f,"
+               "\"copy_gbps\":%.1f,\"empty_us\":%.3f}",
+            r->arch, r->dev.sms, (long long)r->dev.l2_bytes, r->dev.driver_version, r->dev.read_gbps,
+            r->dev.copy_gbps, r->dev.empty_us);
+    fprintf(f, ",\"space\":{\"candidates\":%d,\"pruned\":%d,\"compiled\":%d,\"compile_failed\":%d,"
+               "\"spills\":%d,\"correct\":%d,\"wrong\":%d,\"crashed\":%d,\"skipped\":%d}",
+            r->ncand, r->npruned, r->ncompiled, r->ncompile_failed, r->nspills, r->ncorrect, r->nwrong,
+            r->ncrashed, r->nskipped);
+    fprintf(f, ",\"timing\":{\"copies\":%d,\"working_set_mib\":%.1f,\"launches\":%d,\"reps\":%d,"
+               "\"bytes\":%.0f,\"compile_s\":%.3f,\"verify_s\":%.3f,\"time_s\":%.3f,\"total_s\":%.3f}",
+            r->copies, r->working_set_mib, r->launches, r->reps, r->bytes, r->t_compile, r->t_verify,
+            r->t_time, r->t_total);
+    fprintf(f, ",\"baseline\":{\"name\":\"cublasGemmEx\",\"us\":%.4f,\"us_min\":%.4f,\"us_max\":%.4f,"
+               "\"stream_us\":%.4f}",
+            r->base_us, r->base_min, r->base_max, r->base_stream_us);
+    const at_winner *w = &r->winner;
+    if (w->strategy[0]) {
+        fputs(",\"winner\":{\"strategy\":", f);
+        jstr(f, w->strategy);
+        fputs(",\"params\":", f);
+        jstr(f, w->params);
+        fprintf(f, ",\"us\":%.4f,\"us_min\":%.4f,\"us_max\":%.4f,\"baseline_us\":%.4f,\"speedup\":%.4f}",
+                w->us, w->us_min, w->us_max, w->baseline_us, w->speedup);
+    } else {
+        fputs(",\"winner\":null", f);
+    }
+    fputs(",\"candidates\":[", f);
+    for (int i = 0; i < r->nrows; i++) {
+        if (i)
+            fputc(',', f);
+        jtrial(f, &r->rows[i]);
+    }
+    fputs("]}\n", f);
+}

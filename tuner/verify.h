@@ -1,0 +1,18 @@
+/*
+** verify.h — host side of the correctness gate (random inputs, fp64
+** reference, relative error). Internal to the tuner.
+*/
+#ifndef AT_VERIFY_H
+#define AT_VERIFY_H
+
+#include "autotune.h"
+
+/* Uniform values in [-scale, scale], never zero, rounded to dtype. */
+void at_fill_random(at_dtype dtype, uint16_t *buf, size_t n, uint64_t seed, float scale);
+/* y[m,n] = sum_k x[m,k] W[n,k] in double, on all cores. */
+int at_ref_gemv(at_dtype dtype, int64_t M, int64_t K, int64_t N, const uint16_t *x,
+                const uint16_t *W, double *y);
+/* ||y - ref|| / ||ref||; INFINITY (and *nonfinite > 0) if y holds NaN/Inf. */
+double at_rel_err(at_dtype dtype, const uint16_t *y, const double *ref, size_t n, size_t *nonfinite);
+
+#endif
