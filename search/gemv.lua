@@ -21,6 +21,12 @@ local widest_vec = { "widest_vec", function(p, s)
   return true
 end }
 
+local pdl_needs_sm90 = { "pdl_needs_sm90", function(p, s)
+  -- griddepcontrol (programmatic dependent launch) exists from Hopper on
+  if p.TP_PDL == 1 and s.arch < 90 then return "TP_PDL=1 needs sm_90" end
+  return true
+end }
+
 local registers_for_loads = { "registers_for_loads", function(p, s)
   -- TP_ROWS*TP_UNROLL vectors in flight per thread; beyond 16 they spill
   return p.TP_ROWS * p.TP_UNROLL <= 16
@@ -50,9 +56,10 @@ return {
         { "TP_VEC",    { 8, 4, 2, 1 } },
         { "TP_UNROLL", { 1, 2, 4, 8 } },
         { "TP_CACHE",  { 0, 1, 2 } },
+        { "TP_PDL",    { 0, 1 } },
       },
       constraints = {
-        vec_divides_k, widest_vec, registers_for_loads, unroll_within_k(1),
+        pdl_needs_sm90, vec_divides_k, widest_vec, registers_for_loads, unroll_within_k(1),
         { "block_n_within_n", function(p, s)
           -- a block whose rows mostly fall past N wastes its warps
           local block_n = p.TP_WARPS * p.TP_ROWS
@@ -74,8 +81,10 @@ return {
         { "TP_VEC",    { 8, 4, 2, 1 } },
         { "TP_UNROLL", { 1, 2, 4 } },
         { "TP_CACHE",  { 0, 1, 2 } },
+        { "TP_PDL",    { 0, 1 } },
       },
       constraints = {
+        pdl_needs_sm90,
         { "wpr_divides_warps", function(p, s) return p.TP_WARPS % p.TP_WPR == 0 end },
         vec_divides_k, widest_vec, registers_for_loads, unroll_within_k(nil),
         { "every_warp_has_k", function(p, s)

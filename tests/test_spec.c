@@ -15,8 +15,8 @@ static const at_problem gemv_pb = {"gemv", AT_BF16, {1, 4096, 4, 3}, 90, 2};
 /* A one-strategy spec. Line 1 is `head`; the strategy's extra fields sit on
 ** line 3, params on line 4, constraints on line 5, grid/block/smem on line 6.
 ** NULL keeps the default piece. Returns a static buffer. */
-static const char *spec_src(const char *head, const char *fields, const char *params,
-                            const char *constraints, const char *launch)
+static const char *spec_src(const char *head, const char *fields, const char *params, const char *constraints,
+                            const char *launch)
 {
     static char buf[4096];
     snprintf(buf, sizeof buf,
@@ -121,8 +121,11 @@ static void test_good_fixture_expands_in_order_with_prunes_and_launch(void)
     check_cand(&c[1], 0, 2, 1, 4, "", "");
     check_cand(&c[2], 0, 2, 1, 3, "vec_divides_k", "");
     check_cand(&c[3], 0, 2, 2, 8, "", "");
+    check_cand(&c[4], 0, 2, 2, 4, "", "");
     check_cand(&c[5], 0, 2, 2, 3, "vec_divides_k", "");
     check_cand(&c[6], 0, 4, 1, 8, "", "");
+    check_cand(&c[7], 0, 4, 1, 4, "", "");
+    check_cand(&c[8], 0, 4, 1, 3, "vec_divides_k", "");
     check_cand(&c[9], 0, 4, 2, 8, "rows_fit", rows);
     check_cand(&c[10], 0, 4, 2, 4, "rows_fit", rows);
     check_cand(&c[11], 0, 4, 2, 3, "vec_divides_k", ""); /* first failure wins */
@@ -218,8 +221,7 @@ static void test_later_constraints_are_not_evaluated_after_a_prune(void)
 
 static void test_all_pruned_is_not_an_expand_error(void)
 {
-    const char *src = spec_src(NULL, NULL, NULL, "{ { \"never\", function() return false end } }",
-                               NULL);
+    const char *src = spec_src(NULL, NULL, NULL, "{ { \"never\", function() return false end } }", NULL);
     at_spec *sp = NULL;
     at_candidate *c = NULL;
     int n = 0;
@@ -260,9 +262,9 @@ static void test_params_string_and_param_lookup(void)
 static void test_sandbox_keeps_safe_library_and_text_load(void)
 {
     /* print is a no-op; load() of text works and sees the sandbox globals */
-    const char *src = spec_src("print('hi') local three = load('return math.max(1, 3)')()",
-                               NULL, "{ { \"TP_X\", { three, utf8.len('ab'), #table.concat({'a'}) } } }",
-                               NULL, NULL);
+    const char *src =
+        spec_src("print('hi') local three = load('return math.max(1, 3)')()", NULL,
+                 "{ { \"TP_X\", { three, utf8.len('ab'), #table.concat({'a'}) } } }", NULL, NULL);
     at_spec *sp = NULL;
     at_candidate *c = NULL;
     int n = 0;
@@ -277,8 +279,7 @@ static void test_sandbox_keeps_safe_library_and_text_load(void)
     free(c);
     at_spec_free(sp);
     /* string.rep("", huge) would loop in C for hours: it must return at once */
-    CHECK_EQ_INT(load_status(spec_src("assert(string.rep('', 1 << 40) == '')", NULL, NULL,
-                                      NULL, NULL)),
+    CHECK_EQ_INT(load_status(spec_src("assert(string.rep('', 1 << 40) == '')", NULL, NULL, NULL, NULL)),
                  AT_OK);
 }
 
@@ -355,10 +356,9 @@ static void test_string_spec_errors_use_the_chunk_name(void)
 
 static void test_limits_inside_constraints(void)
 {
-    CHECK_EQ_INT(expand_status(spec_src(NULL, NULL, NULL,
-                                        "{ { \"spin\", function() while true do end end } }",
-                                        NULL)),
-                 AT_ERR_SPEC);
+    CHECK_EQ_INT(
+        expand_status(spec_src(NULL, NULL, NULL, "{ { \"spin\", function() while true do end end } }", NULL)),
+        AT_ERR_SPEC);
     CHECK_STR_HAS(at_errmsg(), "fixture:5: instruction limit exceeded");
     CHECK_STR_HAS(at_errmsg(), "constraint 'spin'");
     CHECK_EQ_INT(expand_status(spec_src(NULL, NULL, NULL,
@@ -367,6 +367,12 @@ static void test_limits_inside_constraints(void)
                                         NULL)),
                  AT_ERR_SPEC);
     CHECK_STR_HAS(at_errmsg(), "fixture:5: memory limit exceeded");
+    CHECK_EQ_INT(expand_status(spec_src(NULL, NULL, NULL,
+                                        "{ { \"hog\", function()\n local x = 1\n"
+                                        " return #string.rep('x', 1 << 30) > 0 end } }",
+                                        NULL)),
+                 AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture:7: memory limit exceeded (64 MiB) (in constraint 'hog'");
 }
 
 static void test_limits_at_top_level(void)
@@ -379,8 +385,7 @@ static void test_limits_at_top_level(void)
     CHECK_EQ_INT(load_status("local t = {}\nfor i = 1, 1e9 do t[i] = {i} end"), AT_ERR_SPEC);
     CHECK_STR_HAS(at_errmsg(), "fixture:2: memory limit exceeded");
     /* a spec may not catch a limit with pcall/xpcall and go on */
-    CHECK_EQ_INT(load_status("while true do\n pcall(function() while true do end end) end"),
-                 AT_ERR_SPEC);
+    CHECK_EQ_INT(load_status("while true do\n pcall(function() while true do end end) end"), AT_ERR_SPEC);
     CHECK_STR_HAS(at_errmsg(), "fixture:2: instruction limit exceeded");
     CHECK_EQ_INT(load_status("local ok = pcall(string.rep, 'x', 1 << 30)\nreturn 1"), AT_ERR_SPEC);
     CHECK_STR_HAS(at_errmsg(), "fixture:1: memory limit exceeded");
@@ -388,11 +393,20 @@ static void test_limits_at_top_level(void)
                              "end)"),
                  AT_ERR_SPEC);
     CHECK_STR_HAS(at_errmsg(), "instruction limit exceeded");
-    /* after a limit, the next call gets a fresh budget */
-    CHECK_EQ_INT(load_status("local ok, e = pcall(error, 'x')\nassert(not ok and e == 'x')\n" 
-                             "for i = 1, 1e6 do end"),
-                 AT_ERR_SPEC); /* loads fine but returns nothing */
+    /* ordinary errors can still be caught */
+    CHECK_EQ_INT(load_status("local ok, e = pcall(error, 'x', 0)\nassert(not ok and e == 'x')\n"
+                             "ok, e = xpcall(error, function(m) return 'h:' .. m end, 'y', 0)\n"
+                             "assert(not ok and e == 'h:y')"),
+                 AT_ERR_SPEC); /* runs to the end, but returns nothing */
     CHECK_STR_HAS(at_errmsg(), "fixture: the chunk must return a table (it returned nil)");
+}
+
+static void test_instruction_budget_is_per_call(void)
+{
+    /* two candidates of 30M instructions each: 60M in all, over one budget */
+    const char *src = spec_src(NULL, NULL, "{ { 'TP_X', {1, 2} } }",
+                               "{ { \"busy\", function() for i = 1, 3e7 do end return true end } }", NULL);
+    CHECK_EQ_INT(expand_status(src), AT_OK);
 }
 
 static void test_sandbox_refuses_unsafe_globals(void)
@@ -433,8 +447,7 @@ static void test_missing_fields(void)
     CHECK_STR_HAS(at_errmsg(), "fixture: strategy 1 (s): kernel must be an identifier");
     CHECK_EQ_INT(load_status("return { strategies = {} }"), AT_ERR_SPEC);
     CHECK_STR_HAS(at_errmsg(), "fixture: op must be an identifier");
-    CHECK_EQ_INT(load_status("return { op = 'gemv', strategies = { { template = 'a.cu' } } }"),
-                 AT_ERR_SPEC);
+    CHECK_EQ_INT(load_status("return { op = 'gemv', strategies = { { template = 'a.cu' } } }"), AT_ERR_SPEC);
     CHECK_STR_HAS(at_errmsg(), "fixture: strategy 1: name must be an identifier");
     const char *no_bytes = "return { op = 'gemv', strategies = { { name = 's', kernel = 's', "
                            "template = 'a.cu', params = {}, grid = print, block = print } } }";
@@ -484,8 +497,7 @@ static void test_wrong_types(void)
     }
     CHECK_EQ_INT(load_status(spec_src(NULL, "template = 7,", NULL, NULL, NULL)), AT_ERR_SPEC);
     CHECK_STR_HAS(at_errmsg(), "template must be a path string");
-    CHECK_EQ_INT(load_status(spec_src(NULL, "template = 'a.cu', smem = 0,", NULL, NULL, NULL)),
-                 AT_ERR_SPEC);
+    CHECK_EQ_INT(load_status(spec_src(NULL, "template = 'a.cu', smem = 0,", NULL, NULL, NULL)), AT_ERR_SPEC);
     CHECK_STR_HAS(at_errmsg(), "smem must be a function (or absent)");
     CHECK_EQ_INT(load_status("return { op = 'gemv', strategies = { 'warp_row' }, bytes = print }"),
                  AT_ERR_SPEC);
@@ -496,44 +508,38 @@ static void test_wrong_types(void)
 
 static void test_typos_and_duplicates_are_refused(void)
 {
-    CHECK_EQ_INT(load_status(spec_src(NULL, "template = 'a.cu', contraints = {},", NULL, NULL,
-                                      NULL)),
+    CHECK_EQ_INT(load_status(spec_src(NULL, "template = 'a.cu', contraints = {},", NULL, NULL, NULL)),
                  AT_ERR_SPEC);
     CHECK_STR_HAS(at_errmsg(), "fixture: strategy 1 (s): unknown field 'contraints'");
     CHECK_EQ_INT(load_status("return { op = 'gemv', strategy = {} }"), AT_ERR_SPEC);
     CHECK_STR_HAS(at_errmsg(), "fixture: unknown field 'strategy'");
-    const char *twice =
-        "local s = { name = 's', kernel = 's', template = 'a.cu', params = {}, grid = print, "
-        "block = print }\nreturn { op = 'gemv', strategies = { s, s }, bytes = print }";
+    const char *twice = "local s = { name = 's', kernel = 's', template = 'a.cu', params = {}, grid = print, "
+                        "block = print }\nreturn { op = 'gemv', strategies = { s, s }, bytes = print }";
     CHECK_EQ_INT(load_status(twice), AT_ERR_SPEC);
     CHECK_STR_HAS(at_errmsg(), "strategy 2 (s): name repeats strategy 1");
 }
 
 static void test_empty_strategies(void)
 {
-    CHECK_EQ_INT(load_status("return { op = 'gemv', strategies = {}, bytes = print }"),
-                 AT_ERR_SPEC);
+    CHECK_EQ_INT(load_status("return { op = 'gemv', strategies = {}, bytes = print }"), AT_ERR_SPEC);
     CHECK_STR_HAS(at_errmsg(), "fixture: the spec has no strategies");
 }
 
 static void test_template_paths_stay_in_the_templates_folder(void)
 {
-    CHECK_EQ_INT(load_status(spec_src(NULL, "template = 'gemv/../../etc/passwd',", NULL, NULL,
-                                      NULL)),
+    CHECK_EQ_INT(load_status(spec_src(NULL, "template = 'gemv/../../etc/passwd',", NULL, NULL, NULL)),
                  AT_ERR_SPEC);
-    CHECK_STR_HAS(at_errmsg(),
-                  "fixture: strategy 1 (s): template path 'gemv/../../etc/passwd' leaves the "
-                  "templates folder");
-    CHECK_EQ_INT(load_status(spec_src(NULL, "template = '/etc/passwd',", NULL, NULL, NULL)),
-                 AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture: strategy 1 (s): template path 'gemv/../../etc/passwd' leaves the "
+                               "templates folder");
+    CHECK_EQ_INT(load_status(spec_src(NULL, "template = '/etc/passwd',", NULL, NULL, NULL)), AT_ERR_SPEC);
     CHECK_STR_HAS(at_errmsg(), "template path '/etc/passwd' leaves the templates folder");
 }
 
 static void test_constraint_returning_a_number(void)
 {
-    CHECK_EQ_INT(expand_status(spec_src(NULL, NULL, NULL,
-                                        "{ { \"counts\", function(p) return 42 end } }", NULL)),
-                 AT_ERR_SPEC);
+    CHECK_EQ_INT(
+        expand_status(spec_src(NULL, NULL, NULL, "{ { \"counts\", function(p) return 42 end } }", NULL)),
+        AT_ERR_SPEC);
     CHECK_STR_HAS(at_errmsg(), "fixture:5: strategy 1 (s): constraint 'counts' returned a number (expected");
     CHECK_STR_HAS(at_errmsg(), "at TP_X=1");
 }
@@ -564,6 +570,10 @@ static void test_launch_shapes_are_checked(void)
         CHECK_EQ_INT(expand_status(spec_src(NULL, NULL, NULL, NULL, cases[i][0])), AT_ERR_SPEC);
         CHECK_STR_HAS(at_errmsg(), cases[i][1]);
     }
+    CHECK_EQ_INT(expand_status(spec_src(NULL, NULL, NULL, NULL,
+                                        "grid = function() error('no grid') end, block = print,")),
+                 AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture:6: no grid (in grid of strategy 1 (s) at TP_X=1)");
     /* a pruned candidate never runs grid/block */
     CHECK_EQ_INT(expand_status(spec_src(NULL, NULL, NULL, "{ { \"no\", function() end } }",
                                         "grid = function() return 0 end, block = print,")),
@@ -625,6 +635,7 @@ int main(void)
     TT_RUN(test_string_spec_errors_use_the_chunk_name);
     TT_RUN(test_limits_inside_constraints);
     TT_RUN(test_limits_at_top_level);
+    TT_RUN(test_instruction_budget_is_per_call);
     TT_RUN(test_sandbox_refuses_unsafe_globals);
     TT_RUN(test_missing_fields);
     TT_RUN(test_wrong_types);

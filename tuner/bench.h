@@ -12,6 +12,7 @@
 typedef struct at_launch {
     CUfunction fn;
     unsigned grid[3], block[3], smem;
+    int pdl; /* launch with programmatic stream serialization (TP_PDL=1) */
     at_dtype dtype;
     int M, K, N;
     CUdeviceptr x, y;
@@ -38,9 +39,8 @@ int at_stream_time(at_gpu *g, const at_launch *l, const CUdeviceptr *W, int copi
 
 /* Measures the read ceiling (a streaming-read kernel over a buffer of
 ** several times L2), the device-to-device copy bandwidth and an empty
-** kernel's time in graph replay, into g->info. `tpl` supplies
-** bench/read_stream.cu. */
-int at_bench_ceilings(at_gpu *g, at_templates *tpl);
+** kernel's time in graph replay, into g->info. */
+int at_bench_ceilings(at_gpu *g);
 
 /* Median, min and max of v[0..n) (v is reordered). */
 void at_stats(double *v, int n, double *median, double *min, double *max);

@@ -592,7 +592,7 @@ int at_cache_default_path(char *buf, size_t len)
 ** filled when *found = 1 and left alone otherwise. */
 int at_cache_get_device(at_cache *c, at_device_info *dev, int *found)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int st, rc;
     *found = 0;
     if ((st = stmt(c, S_GET_DEVICE, &s)) != AT_OK)
@@ -618,7 +618,7 @@ int at_cache_get_device(at_cache *c, at_device_info *dev, int *found)
 /* Inserts or replaces the device row (measured_at = now). */
 int at_cache_put_device(at_cache *c, const at_device_info *dev)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     int st;
     if ((st = stmt(c, S_PUT_DEVICE, &s)) != AT_OK)
         return st;
@@ -635,7 +635,7 @@ int at_cache_put_device(at_cache *c, const at_device_info *dev)
 /* Inserts or replaces the trial row for (key, t->strategy, t->params). */
 int at_cache_put_trial(at_cache *c, const at_key *k, const at_trial *t)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     char sha[65], dt[24];
     int st;
     if ((st = stmt(c, S_PUT_TRIAL, &s)) != AT_OK)
@@ -656,7 +656,7 @@ int at_cache_put_trial(at_cache *c, const at_key *k, const at_trial *t)
 int at_cache_get_trial(at_cache *c, const at_key *k, const char *strategy, const char *params, at_trial *out,
                        int *found)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     char sha[65], state[32];
     int st, rc;
     *found = 0;
@@ -695,7 +695,7 @@ int at_cache_get_trial(at_cache *c, const at_key *k, const char *strategy, const
 ** from the bytes written ("" when there is no blob: the baseline). */
 int at_cache_put_winner(at_cache *c, const at_key *k, const at_winner *w)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     char sha[65], dt[24], blob_sha[65] = "";
     int st, has_blob = w->cubin && w->cubin_size > 0;
     if ((st = stmt(c, S_PUT_WINNER, &s)) != AT_OK)
@@ -721,7 +721,7 @@ int at_cache_put_winner(at_cache *c, const at_key *k, const at_winner *w)
 ** cubin_sha, or a missing blob where one was recorded, reads as absent. */
 int at_cache_get_winner(at_cache *c, const at_key *k, at_winner *out, int *found)
 {
-    sqlite3_stmt *s;
+    sqlite3_stmt *s = NULL;
     char sha[65], want[65], got[65] = "";
     int st, rc;
     *found = 0;

@@ -43,6 +43,7 @@ static int load_driver(at_driver *d)
     LOAD(cuDeviceTotalMem);
     LOAD(cuDevicePrimaryCtxRetain);
     LOAD(cuDevicePrimaryCtxRelease);
+    LOAD(cuDevicePrimaryCtxReset);
     LOAD(cuCtxSetCurrent);
     LOAD(cuCtxSynchronize);
     LOAD(cuMemGetInfo);
@@ -58,6 +59,7 @@ static int load_driver(at_driver *d)
     LOAD(cuModuleGetFunction);
     LOAD(cuFuncGetAttribute);
     LOAD(cuLaunchKernel);
+    LOAD(cuLaunchKernelEx);
     LOAD(cuStreamCreate);
     LOAD(cuStreamDestroy);
     LOAD(cuStreamSynchronize);
@@ -105,6 +107,8 @@ int at_gpu_check(at_gpu *g, CUresult r, const char *what)
         g->cu.cuGetErrorName_(r, &name);
     if (g && g->cu.cuGetErrorString_)
         g->cu.cuGetErrorString_(r, &text);
+    if (g && at_gpu_is_sticky(r))
+        g->lost = 1;
     return at_fail(at_gpu_is_sticky(r) ? AT_ERR_CUDA_STICKY : AT_ERR_CUDA, "cuda: %s: %s (%s)",
                    what, name ? name : "?", text ? text : "?");
 }
@@ -217,7 +221,11 @@ void at_gpu_close(at_gpu *g)
             g->cu.cuEventDestroy_(g->ev_stop);
         if (g->stream)
             g->cu.cuStreamDestroy_(g->stream);
-        if (g->ctx)
+        /* a lost context stays broken for every later user in this
+        ** process until it is reset (this resets the context, not the GPU) */
+        if (g->ctx && g->lost)
+            g->cu.cuDevicePrimaryCtxReset_(g->dev);
+        else if (g->ctx)
             g->cu.cuDevicePrimaryCtxRelease_(g->dev);
         /* the driver library stays loaded: unloading it under a live
         ** cuBLAS runtime is not safe, and the process ends soon after */

@@ -26,6 +26,7 @@ typedef struct at_driver {
     AT_CU_FN(cuDeviceTotalMem);
     AT_CU_FN(cuDevicePrimaryCtxRetain);
     AT_CU_FN(cuDevicePrimaryCtxRelease);
+    AT_CU_FN(cuDevicePrimaryCtxReset);
     AT_CU_FN(cuCtxSetCurrent);
     AT_CU_FN(cuCtxSynchronize);
     AT_CU_FN(cuMemGetInfo);
@@ -41,6 +42,7 @@ typedef struct at_driver {
     AT_CU_FN(cuModuleGetFunction);
     AT_CU_FN(cuFuncGetAttribute);
     AT_CU_FN(cuLaunchKernel);
+    AT_CU_FN(cuLaunchKernelEx);
     AT_CU_FN(cuStreamCreate);
     AT_CU_FN(cuStreamDestroy);
     AT_CU_FN(cuStreamSynchronize);
@@ -72,6 +74,7 @@ typedef struct at_gpu {
     cublasHandle_t blas;
     CUdeviceptr blas_workspace;
     at_device_info info; /* identity; ceilings filled by at_bench_ceilings */
+    int lost;            /* a sticky error happened: the context is unusable */
 } at_gpu;
 
 /* Loads the driver, opens device `ordinal` and fills gpu->info's identity

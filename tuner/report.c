@@ -106,6 +106,18 @@ void at_report_text(FILE *f, const at_search_opts *o, const at_search_result *r,
         if (r->rows[i].trial.reason[0] && r->rows[i].trial.state == AT_TRIAL_OK)
             fprintf(f, "  (!) %s %s: %s\n", r->rows[i].trial.strategy, r->rows[i].trial.params,
                     r->rows[i].trial.reason);
+    int nbad = 0;
+    for (int i = 0; i < r->nrows; i++) {
+        const at_trial *t = &r->rows[i].trial;
+        if (t->state == AT_TRIAL_WRONG || t->state == AT_TRIAL_CRASHED || t->state == AT_TRIAL_TIMEOUT ||
+            t->state == AT_TRIAL_COMPILE_FAIL) {
+            if (nbad++ < 10)
+                fprintf(f, "  %-12s %-9s %s: %s\n", at_trial_state_name(t->state), t->strategy, t->params,
+                        t->reason);
+        }
+    }
+    if (nbad > 10)
+        fprintf(f, "  ... and %d more failed candidates (--json lists all)\n", nbad - 10);
     fprintf(f, "time    compile %.1f s, verify %.1f s, timing %.1f s, total %.1f s\n", r->t_compile,
             r->t_verify, r->t_time, r->t_total);
     if (r->winner.strategy[0] && !r->interrupted) {

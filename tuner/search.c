@@ -260,6 +260,7 @@ static at_launch row_launch(run *r, int i)
     memcpy(l.grid, row->cand.grid, sizeof l.grid);
     memcpy(l.block, row->cand.block, sizeof l.block);
     l.smem = row->cand.smem;
+    l.pdl = at_candidate_param(&row->cand, "TP_PDL", 0) != 0;
     return l;
 }
 
@@ -675,7 +676,7 @@ static int device_ceilings(run *r)
     if (found && res->dev.read_gbps > 0)
         return AT_OK;
     progress_line(r->o, "ceiling", 0, 1, "measuring read/copy bandwidth and an empty kernel");
-    if ((rc = at_bench_ceilings(r->gpu, r->tpl)) != AT_OK)
+    if ((rc = at_bench_ceilings(r->gpu)) != AT_OK)
         return rc;
     progress_line(r->o, "ceiling", 1, 1, "");
     res->dev = r->gpu->info;

@@ -1,10 +1,11 @@
 /*
-** spec.c — search specs: a Lua file that returns one table of strategies, run
-** in a sandbox (safe libraries only, text-only load, instruction and memory
-** limits) and expanded into candidates. Invariant: every call into Lua is a
-** lua_pcall, and every failure comes back as a status with a "path:line:" text.
+** spec.c — search specs: a Lua file that returns one table of strategies,
+** run in a sandbox (sandbox.c), validated raw and expanded into candidates.
+** Invariant: spec code runs only inside at_sandbox_pcall, and every failure
+** comes back as a status with a "path:line:" text.
 */
 #include "autotune.h"
+#include "sandbox.h"
 
 #include <errno.h>
 #include <math.h>
@@ -15,39 +16,14 @@
 
 #include <lauxlib.h>
 #include <lua.h>
-#include <lualib.h>
 
-#define MEM_LIMIT ((size_t)64 << 20) /* bytes one spec's Lua state may hold */
-#define STEP_LIMIT 50000000LL        /* instructions per call into Lua */
-#define HOOK_EVERY 1000              /* instructions between count hooks */
 #define MAX_FILE ((size_t)8 << 20)   /* larger spec files are refused */
 #define MAX_CANDIDATES 1000000.0
 #define MAX_VALUES 4096 /* per parameter */
 #define MAX_SMEM (227 * 1024)
 #define TEMPLATE_LEN 128 /* at_winner.template_name */
 #define OP_LEN 24        /* at_key.op */
-#define WHERE_LEN (LUA_IDSIZE + 16)
 #define IDENT "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
-
-enum { TRIP_NONE, TRIP_STEPS, TRIP_MEM };
-
-/* The allocator's ud, so it lives inside at_spec and never moves. */
-typedef struct sandbox {
-    size_t used, limit;
-    long long steps;
-    int tripped;     /* TRIP_*: a limit fired during this call */
-    int mem_refused; /* the allocator refused a block during this call */
-    int line;        /* line being run (line hook): a memory error has none */
-    const char *src; /* its chunk: the called function's, then the count hook's */
-    char src_buf[LUA_IDSIZE], mem_where[WHERE_LEN], trip_msg[256];
-} sandbox;
-
-typedef struct spec_fn {
-    int ref;               /* registry reference; LUA_NOREF when absent */
-    int line;              /* line defined */
-    char src[LUA_IDSIZE];  /* chunk, as Lua names it in messages */
-    char where[WHERE_LEN]; /* "src:line" */
-} spec_fn;
 
 typedef struct spec_param {
     char name[AT_NAME_LEN];
@@ -57,7 +33,7 @@ typedef struct spec_param {
 
 typedef struct spec_cons {
     char name[AT_NAME_LEN];
-    spec_fn fn;
+    at_sandbox_fn fn;
 } spec_cons;
 
 typedef struct spec_strategy {
@@ -65,18 +41,17 @@ typedef struct spec_strategy {
     int nparams, ncons;
     spec_param params[AT_MAX_PARAMS];
     spec_cons *cons;
-    spec_fn grid, block, smem;
+    at_sandbox_fn grid, block, smem;
     double size; /* candidates in its space */
 } spec_strategy;
 
 struct at_spec {
-    sandbox sb;
-    lua_State *L;
+    at_sandbox *sb;
     char *path; /* the file path, or the chunk name of a string spec */
     char op[OP_LEN];
     int nstrategies;
     spec_strategy *strategies;
-    spec_fn bytes;
+    at_sandbox_fn bytes;
 };
 
 /* A C function run protected (validation, expansion, bytes): what it is
@@ -94,247 +69,18 @@ typedef struct body {
     double bytes;
 } body;
 
-/* ------------------------------------------------------------ sandbox */
-
-static void *sb_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
-{
-    sandbox *sb = ud;
-    size_t old = ptr ? osize : 0; /* with ptr NULL, osize is a type tag */
-    if (nsize == 0) {
-        sb->used -= old;
-        free(ptr);
-        return NULL;
-    }
-    if (nsize > old && nsize - old > sb->limit - sb->used) {
-        if (!sb->mem_refused) /* the error Lua raises for this has no position */
-            snprintf(sb->mem_where, sizeof sb->mem_where, sb->line > 0 ? "%s:%d" : "%s",
-                     sb->src ? sb->src : "", sb->line);
-        sb->mem_refused = 1;
-        return NULL;
-    }
-    void *p = realloc(ptr, nsize);
-    if (!p)
-        return nsize <= old ? ptr : NULL; /* Lua assumes shrinking never fails */
-    sb->used = sb->used - old + nsize;
-    return p;
-}
-
-static sandbox *sb_of(lua_State *L)
-{
-    void *ud = NULL;
-    lua_getallocf(L, &ud);
-    return ud;
-}
-
-/* Before each call into Lua: a fresh instruction budget; src names the chunk. */
-static void sb_reset(sandbox *sb, const char *src)
-{
-    sb->steps = 0;
-    sb->tripped = TRIP_NONE;
-    sb->mem_refused = 0;
-    sb->line = 0;
-    sb->src = src;
-}
-
-/* Count events enforce the instruction limit (and note the chunk); line
-** events note the line, both for memory errors. */
-static void sb_hook(lua_State *L, lua_Debug *ar)
-{
-    sandbox *sb = sb_of(L);
-    if (ar->event == LUA_HOOKLINE) {
-        sb->line = ar->currentline;
-        return;
-    }
-    lua_getinfo(L, "Sl", ar);
-    snprintf(sb->src_buf, sizeof sb->src_buf, "%s", ar->short_src);
-    sb->src = sb->src_buf;
-    sb->steps += HOOK_EVERY;
-    if (sb->steps <= STEP_LIMIT && sb->tripped != TRIP_STEPS)
-        return;
-    if (sb->tripped != TRIP_STEPS)
-        snprintf(sb->trip_msg, sizeof sb->trip_msg,
-                 "%s:%d: instruction limit exceeded (%lld instructions in one call)",
-                 ar->short_src, ar->currentline, STEP_LIMIT);
-    sb->tripped = TRIP_STEPS;
-    lua_pushstring(L, sb->trip_msg);
-    lua_error(L);
-}
-
-/* A memory error that the limit caused (not malloc) becomes a trip. */
-static void sb_mem_trip(sandbox *sb, int status)
-{
-    if (status == LUA_ERRMEM && sb->mem_refused && sb->tripped == TRIP_NONE) {
-        snprintf(sb->trip_msg, sizeof sb->trip_msg, "%s%smemory limit exceeded (%zu MiB)",
-                 sb->mem_where, sb->mem_where[0] ? ": " : "", sb->limit >> 20);
-        sb->tripped = TRIP_MEM;
-    }
-}
-
-/* pcall and xpcall: the originals, except that a limit error cannot be
-** caught (else `while true do pcall(loop) end` would never stop). */
-static int sb_finish_pcall(lua_State *L, int status, int slot)
-{
-    sandbox *sb = sb_of(L);
-    sb_mem_trip(sb, status);
-    if (sb->tripped != TRIP_NONE) {
-        lua_pushstring(L, sb->trip_msg);
-        return lua_error(L);
-    }
-    luaL_checkstack(L, 1, NULL);
-    lua_pushboolean(L, status == LUA_OK);
-    if (slot)
-        lua_replace(L, slot);
-    else
-        lua_insert(L, 1);
-    return lua_gettop(L);
-}
-
-static int sb_pcall(lua_State *L)
-{
-    luaL_checkany(L, 1);
-    return sb_finish_pcall(L, lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0), 0);
-}
-
-static int sb_xpcall(lua_State *L)
-{
-    luaL_checktype(L, 2, LUA_TFUNCTION);
-    lua_pushvalue(L, 2); /* [f, msgh, args...] -> [msgh, f, args...] */
-    lua_copy(L, 1, 2);
-    lua_replace(L, 1);
-    return sb_finish_pcall(L, lua_pcall(L, lua_gettop(L) - 2, LUA_MULTRET, 1), 1);
-}
-
-/* Calls the original (upvalue 1) with this call's arguments. */
-static int sb_forward(lua_State *L)
-{
-    lua_pushvalue(L, lua_upvalueindex(1));
-    lua_insert(L, 1);
-    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
-    return lua_gettop(L);
-}
-
-/* load(chunk [, name [, mode [, env]]]): text only; env defaults to the sandbox. */
-static int sb_load(lua_State *L)
-{
-    lua_settop(L, 4);
-    lua_pushliteral(L, "t");
-    lua_replace(L, 3);
-    if (lua_type(L, 4) != LUA_TTABLE) {
-        lua_pushglobaltable(L);
-        lua_replace(L, 4);
-    }
-    return sb_forward(L);
-}
-
-/* A __gc finalizer would run with hooks off, out of the instruction limit. */
-static int sb_setmetatable(lua_State *L)
-{
-    if (lua_type(L, 2) == LUA_TTABLE) {
-        lua_pushliteral(L, "__gc");
-        if (lua_rawget(L, 2) != LUA_TNIL)
-            return luaL_error(L, "setmetatable: __gc is not allowed in a spec");
-        lua_pop(L, 1);
-    }
-    return sb_forward(L);
-}
-
-/* string.rep("", 2^40) loops in C for hours without running an instruction. */
-static int sb_rep(lua_State *L)
-{
-    size_t l = 0, lsep = 0;
-    luaL_checklstring(L, 1, &l);
-    lua_Integer n = luaL_checkinteger(L, 2);
-    luaL_optlstring(L, 3, "", &lsep);
-    if (n > 0 && l + lsep == 0) {
-        lua_pushliteral(L, "");
-        return 1;
-    }
-    return sb_forward(L);
-}
-
-static int sb_noop(lua_State *L)
-{
-    (void)L;
-    return 0;
-}
-
-/* Opens the safe libraries and patches them (protected: it allocates). */
-static int sb_open(lua_State *L)
-{
-    static const luaL_Reg libs[] = {
-        {LUA_GNAME, luaopen_base},       {LUA_STRLIBNAME, luaopen_string},
-        {LUA_TABLIBNAME, luaopen_table}, {LUA_MATHLIBNAME, luaopen_math},
-        {LUA_UTF8LIBNAME, luaopen_utf8},
-    };
-    /* library ("" = base), name, replacement closed over the original (or nil);
-    ** table.move loops in C over any integer range. */
-    static const struct { const char *lib, *name; lua_CFunction fn; } patches[] = {
-        {"", "dofile", NULL},       {"", "loadfile", NULL},  {"", "print", sb_noop},
-        {"", "pcall", sb_pcall},    {"", "xpcall", sb_xpcall}, {"", "load", sb_load},
-        {"", "setmetatable", sb_setmetatable}, {"string", "dump", NULL},
-        {"string", "rep", sb_rep},  {"table", "move", NULL},
-    };
-    for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++)
-        luaL_requiref(L, libs[i].name, libs[i].func, 1);
-    for (size_t i = 0; i < sizeof patches / sizeof patches[0]; i++) {
-        lua_settop(L, 0);
-        lua_pushglobaltable(L);
-        if (patches[i].lib[0])
-            lua_getfield(L, -1, patches[i].lib);
-        if (patches[i].fn) {
-            lua_getfield(L, -1, patches[i].name);
-            lua_pushcclosure(L, patches[i].fn, 1);
-        } else
-            lua_pushnil(L);
-        lua_setfield(L, -2, patches[i].name);
-    }
-    /* A fixed seed: a spec using math.random expands the same way each run. */
-    lua_getglobal(L, LUA_MATHLIBNAME);
-    lua_getfield(L, -1, "randomseed");
-    lua_pushinteger(L, 0);
-    lua_call(L, 1, 0);
-    return 0;
-}
-
-/* -------------------------------------------------------------- errors */
-
-/* Records msg, prefixed with the spec's path unless it starts with it
-** (errors without a position, code from load(), paths Lua shortened). */
-static int spec_fail(const at_spec *sp, int status, const char *msg)
-{
-    size_t n = strlen(sp->path);
-    if (strncmp(msg, sp->path, n) == 0 && msg[n] == ':')
-        return at_fail(status, "%s", msg);
-    return at_fail(status, "%s: %s", sp->path, msg);
-}
-
-/* Turns a failed lua_pcall (error object on top) into a status. */
-static int lua_failure(at_spec *sp, int status, const char *context)
-{
-    lua_State *L = sp->L;
-    char msg[1024];
-    const char *text;
-    sb_mem_trip(&sp->sb, status);
-    if (sp->sb.tripped != TRIP_NONE)
-        text = sp->sb.trip_msg;
-    else if (status == LUA_ERRMEM) {
-        lua_settop(L, 0);
-        return at_fail(AT_ERR_NOMEM, "%s: lua: out of memory", sp->path);
-    } else if (lua_type(L, -1) == LUA_TSTRING || lua_type(L, -1) == LUA_TNUMBER)
-        text = lua_tostring(L, -1);
-    else /* not __tostring: it would run spec code unprotected */
-        text = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, -1));
-    snprintf(msg, sizeof msg, "%s%s", text, context);
-    lua_settop(L, 0);
-    return spec_fail(sp, AT_ERR_SPEC, msg);
-}
+/* ------------------------------------------------------------- bodies */
 
 #if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
+#define PRINTF_LIKE(f, a) __attribute__((format(printf, f, a)))
+#else
+#define PRINTF_LIKE(f, a)
 #endif
+
 /* Ends a body with an error that C found: the message stays in b (prefixed
 ** with b->who) and lua_error unwinds to run_body. C memory that the body
 ** allocated already belongs to the spec, so nothing leaks. */
+static int body_fail(body *b, const char *fmt, ...) PRINTF_LIKE(2, 3);
 static int body_fail(body *b, const char *fmt, ...)
 {
     char text[640];
@@ -351,16 +97,13 @@ static int body_fail(body *b, const char *fmt, ...)
 /* Calls fn(b, args...) protected, with the nargs values on top as args. */
 static int run_body(at_spec *sp, lua_CFunction fn, body *b, int nargs)
 {
-    lua_State *L = b->L = sp->L;
+    lua_State *L = b->L = at_sandbox_state(sp->sb);
     lua_pushcfunction(L, fn);
     lua_pushlightuserdata(L, b);
     lua_rotate(L, -nargs - 2, 2);
-    sb_reset(&sp->sb, NULL);
-    int status = lua_pcall(L, nargs + 1, 0, 0);
-    if (b->status != AT_OK) {
-        lua_settop(L, 0);
-        return spec_fail(sp, b->status, b->msg);
-    }
+    int status = at_sandbox_pcall(sp->sb, nargs + 1, 0, NULL);
+    if (b->status != AT_OK)
+        return at_sandbox_fail(sp->sb, b->status, b->msg);
     if (status == LUA_OK)
         return AT_OK;
     char where[512] = "", params[256] = "";
@@ -368,16 +111,17 @@ static int run_body(at_spec *sp, lua_CFunction fn, body *b, int nargs)
         at_candidate_params_string(b->cur, params, sizeof params);
     if (b->phase && b->cur)
         snprintf(where, sizeof where, " (in %s%s%s%s of strategy %d (%s) at %s)", b->phase,
-                 b->phase_name ? " '" : "", b->phase_name ? b->phase_name : "",
-                 b->phase_name ? "'" : "", b->cur->strategy + 1,
-                 sp->strategies[b->cur->strategy].name, params[0] ? params : "no params");
+                 b->phase_name ? " '" : "", b->phase_name ? b->phase_name : "", b->phase_name ? "'" : "",
+                 b->cur->strategy + 1, sp->strategies[b->cur->strategy].name,
+                 params[0] ? params : "no params");
     else if (b->phase)
         snprintf(where, sizeof where, " (in %s)", b->phase);
-    return lua_failure(sp, status, where);
+    return at_sandbox_failure(sp->sb, status, where);
 }
 
 /* ------------------------------------------------------------ loading */
-/* Validation reads the spec's tables raw: no metamethod, so no spec code, runs. */
+/* Validation reads the spec's tables raw (at_sandbox_rawfield): no
+** metamethod, so no spec code, runs. */
 
 static int is_ident(const char *s)
 {
@@ -387,34 +131,6 @@ static int is_ident(const char *s)
 static int is_param_name(const char *s) /* TP_[A-Z0-9_]+ */
 {
     return strncmp(s, "TP_", 3) == 0 && s[3] && !s[3 + strspn(s + 3, IDENT + 26)];
-}
-
-/* The value on top as a string of length 1..max-1 without NULs, or NULL. */
-static const char *top_str(lua_State *L, size_t max)
-{
-    size_t len = 0;
-    const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
-    return s && len > 0 && len < max && strlen(s) == len ? s : NULL;
-}
-
-/* Pushes t[key]; returns its type. */
-static int raw_field(lua_State *L, int t, const char *key)
-{
-    t = lua_absindex(L, t);
-    lua_pushstring(L, key);
-    return lua_rawget(L, t);
-}
-
-/* A table whose keys are exactly 1..#t, so that no entry is ignored. */
-static int is_list(lua_State *L, int t)
-{
-    lua_Integer n = 0;
-    t = lua_absindex(L, t);
-    if (lua_type(L, t) != LUA_TTABLE)
-        return 0;
-    for (lua_pushnil(L); lua_next(L, t); lua_pop(L, 1))
-        n++;
-    return n == (lua_Integer)lua_rawlen(L, t);
 }
 
 /* Fails on a key of table t that is not in known: a typo ("contraints")
@@ -428,30 +144,9 @@ static void check_fields(body *b, int t, const char *const *known)
         for (int i = 0; lua_type(L, -1) == LUA_TSTRING && known[i]; i++)
             ok |= strcmp(lua_tostring(L, -1), known[i]) == 0;
         if (!ok)
-            body_fail(b, "unknown field '%s'", lua_type(L, -1) == LUA_TSTRING
-                                                   ? lua_tostring(L, -1)
-                                                   : luaL_typename(L, -1));
+            body_fail(b, "unknown field '%s'",
+                      lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1));
     }
-}
-
-/* Pops a function into fn (nil allowed when optional); returns 0 when
-** neither, for the caller to name the field. */
-static int take_fn(lua_State *L, spec_fn *fn, int optional)
-{
-    lua_Debug ar;
-    fn->ref = LUA_NOREF;
-    if (lua_type(L, -1) != LUA_TFUNCTION) {
-        int nil = lua_isnil(L, -1);
-        lua_pop(L, 1);
-        return nil && optional;
-    }
-    lua_pushvalue(L, -1);
-    lua_getinfo(L, ">S", &ar);
-    fn->line = ar.linedefined;
-    snprintf(fn->src, sizeof fn->src, "%s", ar.short_src);
-    snprintf(fn->where, sizeof fn->where, fn->line > 0 ? "%s:%d" : "%s", fn->src, fn->line);
-    fn->ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    return 1;
 }
 
 /* params[i] = {"TP_NAME", {v1, v2, ...}}, on top of the stack (popped). */
@@ -460,22 +155,20 @@ static void load_param(body *b, spec_strategy *st, int i)
     lua_State *L = b->L;
     int e = lua_gettop(L);
     spec_param *pm = &st->params[i - 1];
-    if (!is_list(L, e) || lua_rawlen(L, e) != 2)
+    if (!at_sandbox_is_list(L, e) || lua_rawlen(L, e) != 2)
         body_fail(b, "params[%d] must be a pair {\"TP_NAME\", {values...}}", i);
     lua_rawgeti(L, e, 1);
-    const char *name = top_str(L, AT_NAME_LEN);
+    const char *name = at_sandbox_tostring(L, AT_NAME_LEN);
     if (!name || !is_param_name(name))
-        body_fail(b, "params[%d] name must match TP_[A-Z0-9_]+ (under %d chars)", i,
-                  AT_NAME_LEN);
+        body_fail(b, "params[%d] name must match TP_[A-Z0-9_]+ (under %d chars)", i, AT_NAME_LEN);
     for (int j = 0; j < i - 1; j++)
         if (strcmp(st->params[j].name, name) == 0)
             body_fail(b, "params[%d] repeats %s", i, name);
     strcpy(pm->name, name);
     lua_rawgeti(L, e, 2);
     size_t n = lua_rawlen(L, -1);
-    if (!is_list(L, -1) || n == 0 || n > MAX_VALUES)
-        body_fail(b, "params[%d] (%s) values must be a list of 1..%d integers", i, name,
-                  MAX_VALUES);
+    if (!at_sandbox_is_list(L, -1) || n == 0 || n > MAX_VALUES)
+        body_fail(b, "params[%d] (%s) values must be a list of 1..%d integers", i, name, MAX_VALUES);
     if (!(pm->values = malloc(n * sizeof *pm->values))) { /* the spec owns it at once */
         b->status = AT_ERR_NOMEM;
         body_fail(b, "out of memory");
@@ -489,8 +182,7 @@ static void load_param(body *b, spec_strategy *st, int i)
             body_fail(b, "params[%d] (%s) values must be integers", i, name);
         for (int j = 0; j < k; j++) /* a repeat would repeat candidates */
             if (pm->values[j] == pm->values[k])
-                body_fail(b, "params[%d] (%s) lists %lld twice", i, name,
-                          (long long)pm->values[k]);
+                body_fail(b, "params[%d] (%s) lists %lld twice", i, name, (long long)pm->values[k]);
         pm->nvalues = k + 1;
     }
     lua_settop(L, e - 1);
@@ -501,7 +193,7 @@ static void load_constraints(body *b, spec_strategy *st)
 {
     lua_State *L = b->L;
     int ct = lua_gettop(L), nil = lua_isnil(L, ct);
-    if (!nil && !is_list(L, ct))
+    if (!nil && !at_sandbox_is_list(L, ct))
         body_fail(b, "constraints must be a list of {name, function}");
     int n = nil ? 0 : (int)lua_rawlen(L, ct);
     if (n > 1000)
@@ -513,19 +205,18 @@ static void load_constraints(body *b, spec_strategy *st)
     for (int i = 1; i <= n; i++) {
         spec_cons *k = &st->cons[i - 1];
         lua_rawgeti(L, ct, i);
-        if (!is_list(L, -1) || lua_rawlen(L, -1) != 2)
+        if (!at_sandbox_is_list(L, -1) || lua_rawlen(L, -1) != 2)
             body_fail(b, "constraints[%d] must be {name, function}", i);
         lua_rawgeti(L, ct + 1, 1);
-        const char *name = top_str(L, AT_NAME_LEN);
+        const char *name = at_sandbox_tostring(L, AT_NAME_LEN);
         if (!name || !is_ident(name))
-            body_fail(b, "constraints[%d] name must be an identifier (under %d chars)", i,
-                      AT_NAME_LEN);
+            body_fail(b, "constraints[%d] name must be an identifier (under %d chars)", i, AT_NAME_LEN);
         for (int j = 0; j < i - 1; j++)
             if (strcmp(st->cons[j].name, name) == 0)
                 body_fail(b, "constraint '%s' is named twice", name);
         strcpy(k->name, name);
         lua_rawgeti(L, ct + 1, 2);
-        if (!take_fn(L, &k->fn, 0))
+        if (!at_sandbox_take_fn(b->sp->sb, &k->fn, 0))
             body_fail(b, "constraint '%s' must be a function", name);
         st->ncons = i;
         lua_settop(L, ct);
@@ -544,27 +235,26 @@ static void load_strategy(body *b, int s, int si)
     const char *str;
     if (lua_type(L, s) != LUA_TTABLE)
         body_fail(b, "strategy %d must be a table", si);
-    raw_field(L, s, "name");
-    if (!(str = top_str(L, AT_NAME_LEN)) || !is_ident(str))
-        body_fail(b, "strategy %d: name must be an identifier (under %d chars)", si,
-                  AT_NAME_LEN);
+    at_sandbox_rawfield(L, s, "name");
+    if (!(str = at_sandbox_tostring(L, AT_NAME_LEN)) || !is_ident(str))
+        body_fail(b, "strategy %d: name must be an identifier (under %d chars)", si, AT_NAME_LEN);
     strcpy(st->name, str);
     snprintf(b->who, sizeof b->who, "strategy %d (%s)", si, st->name);
     for (int j = 0; j < si - 1; j++)
         if (strcmp(b->sp->strategies[j].name, st->name) == 0)
             body_fail(b, "name repeats strategy %d", j + 1);
     check_fields(b, s, known);
-    raw_field(L, s, "kernel");
-    if (!(str = top_str(L, AT_NAME_LEN)) || !is_ident(str))
+    at_sandbox_rawfield(L, s, "kernel");
+    if (!(str = at_sandbox_tostring(L, AT_NAME_LEN)) || !is_ident(str))
         body_fail(b, "kernel must be an identifier (under %d chars)", AT_NAME_LEN);
     strcpy(st->kernel, str);
-    raw_field(L, s, "template");
-    if (!(str = top_str(L, TEMPLATE_LEN)))
+    at_sandbox_rawfield(L, s, "template");
+    if (!(str = at_sandbox_tostring(L, TEMPLATE_LEN)))
         body_fail(b, "template must be a path string (under %d chars)", TEMPLATE_LEN);
     if (str[0] == '/' || str[0] == '\\' || strstr(str, ".."))
         body_fail(b, "template path '%s' leaves the templates folder", str);
     strcpy(st->template_name, str);
-    if (raw_field(L, s, "params") != LUA_TTABLE || !is_list(L, -1))
+    if (at_sandbox_rawfield(L, s, "params") != LUA_TTABLE || !at_sandbox_is_list(L, -1))
         body_fail(b, "params must be a list of {\"TP_NAME\", {values...}}");
     int p = lua_gettop(L), np = (int)lua_rawlen(L, p);
     if (np > AT_MAX_PARAMS)
@@ -576,12 +266,12 @@ static void load_strategy(body *b, int s, int si)
         st->nparams = i;
         st->size *= st->params[i - 1].nvalues;
     }
-    raw_field(L, s, "constraints");
+    at_sandbox_rawfield(L, s, "constraints");
     load_constraints(b, st);
-    spec_fn *dst[] = {&st->grid, &st->block, &st->smem};
+    at_sandbox_fn *dst[] = {&st->grid, &st->block, &st->smem};
     for (int i = 0; i < 3; i++) {
-        raw_field(L, s, fns[i]);
-        if (!take_fn(L, dst[i], i == 2))
+        at_sandbox_rawfield(L, s, fns[i]);
+        if (!at_sandbox_take_fn(b->sp->sb, dst[i], i == 2))
             body_fail(b, "%s must be a function%s", fns[i], i == 2 ? " (or absent)" : "");
     }
     b->who[0] = '\0';
@@ -599,11 +289,11 @@ static int load_body(lua_State *L)
     if (lua_type(L, 2) != LUA_TTABLE)
         body_fail(b, "the chunk must return a table (it returned %s)", luaL_typename(L, 2));
     check_fields(b, 2, known);
-    raw_field(L, 2, "op");
-    if (!(str = top_str(L, OP_LEN)) || !is_ident(str))
+    at_sandbox_rawfield(L, 2, "op");
+    if (!(str = at_sandbox_tostring(L, OP_LEN)) || !is_ident(str))
         body_fail(b, "op must be an identifier (under %d chars)", OP_LEN);
     strcpy(sp->op, str);
-    if (raw_field(L, 2, "strategies") != LUA_TTABLE || !is_list(L, -1))
+    if (at_sandbox_rawfield(L, 2, "strategies") != LUA_TTABLE || !at_sandbox_is_list(L, -1))
         body_fail(b, "strategies must be a list of tables");
     int ss = lua_gettop(L), n = (int)lua_rawlen(L, ss);
     if (n == 0 || n > 1000)
@@ -618,15 +308,14 @@ static int load_body(lua_State *L)
         load_strategy(b, lua_gettop(L), i);
         lua_settop(L, ss);
     }
-    raw_field(L, 2, "bytes");
-    if (!take_fn(L, &sp->bytes, 0))
+    at_sandbox_rawfield(L, 2, "bytes");
+    if (!at_sandbox_take_fn(sp->sb, &sp->bytes, 0))
         body_fail(b, "bytes must be a function(shape)");
     return 0;
 }
 
 /* Runs the chunk src in a fresh sandbox and validates what it returns. */
-static int load_chunk(const char *src, size_t len, const char *chunkname, const char *display,
-                      at_spec **out)
+static int load_chunk(const char *src, size_t len, const char *chunkname, const char *display, at_spec **out)
 {
     size_t dlen = strlen(display);
     at_spec *sp = calloc(1, sizeof *sp);
@@ -635,25 +324,10 @@ static int load_chunk(const char *src, size_t len, const char *chunkname, const 
         return at_fail(AT_ERR_NOMEM, "spec: out of memory");
     }
     memcpy(sp->path, display, dlen + 1);
-    sp->sb.limit = MEM_LIMIT;
-    lua_State *L = sp->L = lua_newstate(sb_alloc, &sp->sb);
-    if (!L) {
-        at_spec_free(sp);
-        return at_fail(AT_ERR_NOMEM, "spec: cannot create a Lua state");
-    }
-    lua_pushcfunction(L, sb_open);
-    sb_reset(&sp->sb, NULL);
-    int rc, status = lua_pcall(L, 0, 0, 0);
-    if (status == LUA_OK)
-        status = luaL_loadbufferx(L, src, len, chunkname, "t");
-    if (status == LUA_OK) {
-        lua_sethook(L, sb_hook, LUA_MASKCOUNT | LUA_MASKLINE, HOOK_EVERY);
-        sb_reset(&sp->sb, sp->path);
-        status = lua_pcall(L, 0, 1, 0);
-    }
-    if (status != LUA_OK)
-        rc = lua_failure(sp, status, "");
-    else {
+    int rc = at_sandbox_open(sp->path, &sp->sb);
+    if (rc == AT_OK)
+        rc = at_sandbox_run(sp->sb, src, len, chunkname);
+    if (rc == AT_OK) {
         body b = {.sp = sp};
         rc = run_body(sp, load_body, &b, 1);
     }
@@ -712,8 +386,7 @@ void at_spec_free(at_spec *spec)
 {
     if (!spec)
         return;
-    if (spec->L)
-        lua_close(spec->L);
+    at_sandbox_close(spec->sb);
     for (int i = 0; i < spec->nstrategies; i++) {
         for (int j = 0; j < AT_MAX_PARAMS; j++)
             free(spec->strategies[i].params[j].values);
@@ -727,14 +400,23 @@ void at_spec_free(at_spec *spec)
 /* ----------------------------------------------------------- accessors */
 /* NULL for a NULL spec or an index outside 0..nstrategies-1. */
 
-const char *at_spec_op(const at_spec *spec) { return spec ? spec->op : NULL; }
+const char *at_spec_op(const at_spec *spec)
+{
+    return spec ? spec->op : NULL;
+}
 
-int at_spec_nstrategies(const at_spec *spec) { return spec ? spec->nstrategies : 0; }
+int at_spec_nstrategies(const at_spec *spec)
+{
+    return spec ? spec->nstrategies : 0;
+}
 
-#define STRATEGY_FIELD(i, field) \
+#define STRATEGY_FIELD(i, field)                                                                             \
     (spec && (i) >= 0 && (i) < spec->nstrategies ? spec->strategies[i].field : NULL)
 
-const char *at_spec_strategy_name(const at_spec *spec, int i) { return STRATEGY_FIELD(i, name); }
+const char *at_spec_strategy_name(const at_spec *spec, int i)
+{
+    return STRATEGY_FIELD(i, name);
+}
 
 const char *at_spec_strategy_template(const at_spec *spec, int i)
 {
@@ -775,33 +457,9 @@ static void push_shape(lua_State *L, const at_spec *sp, const at_problem *pb)
     set_int(L, "sms", pb->sms);
 }
 
-/* Calls fn on the nargs values on top, leaving one result. */
-static void call_fn(lua_State *L, at_spec *sp, const spec_fn *fn, int nargs)
-{
-    lua_rawgeti(L, LUA_REGISTRYINDEX, fn->ref);
-    lua_insert(L, -nargs - 1);
-    sb_reset(&sp->sb, fn->src); /* the instruction limit counts per call */
-    lua_call(L, nargs, 1);
-}
-
-/* A short text for the value at idx ("0", "'x'", "a table"), for messages. */
-static const char *describe(lua_State *L, int idx)
-{
-    int t = lua_type(L, idx);
-    if (t == LUA_TNUMBER) {
-        lua_pushvalue(L, idx);
-        return lua_tostring(L, -1);
-    }
-    if (t == LUA_TSTRING)
-        return lua_pushfstring(L, "'%s'", lua_tostring(L, idx));
-    return lua_pushfstring(L, "a %s", lua_typename(L, t));
-}
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 3, 4)))
-#endif
 /* body_fail for the current candidate: "src:line: strategy N (name): ... at PARAMS". */
-static int cand_fail(body *b, const spec_fn *fn, const char *fmt, ...)
+static int cand_fail(body *b, const at_sandbox_fn *fn, const char *fmt, ...) PRINTF_LIKE(3, 4);
+static int cand_fail(body *b, const at_sandbox_fn *fn, const char *fmt, ...)
 {
     char what[400], params[200];
     va_list ap;
@@ -810,12 +468,11 @@ static int cand_fail(body *b, const spec_fn *fn, const char *fmt, ...)
     va_end(ap);
     at_candidate_params_string(b->cur, params, sizeof params);
     return body_fail(b, "%s: strategy %d (%s): %s at %s", fn->where, b->cur->strategy + 1,
-                     b->sp->strategies[b->cur->strategy].name, what,
-                     params[0] ? params : "no params");
+                     b->sp->strategies[b->cur->strategy].name, what, params[0] ? params : "no params");
 }
 
 /* Reads the {x [, y [, z]]} that grid or block left on top into d (popped). */
-static void take_dims(body *b, const spec_fn *fn, const char *what, unsigned d[3])
+static void take_dims(body *b, const at_sandbox_fn *fn, const char *what, unsigned d[3])
 {
     static const long long grid_max[3] = {2147483647LL, 65535, 65535};
     static const long long block_max[3] = {1024, 1024, 64};
@@ -823,24 +480,22 @@ static void take_dims(body *b, const spec_fn *fn, const char *what, unsigned d[3
     lua_State *L = b->L;
     int t = lua_gettop(L);
     if (lua_type(L, t) != LUA_TTABLE || lua_rawlen(L, t) > 3 || lua_rawlen(L, t) < 1)
-        cand_fail(b, fn, "%s must return a table of 1-3 positive integers (got %s)", what,
-                  describe(L, t));
+        cand_fail(b, fn, "%s must return a table of 1-3 positive integers (got %s)", what, at_sandbox_describe(L, t));
     for (int i = 0; i < 3; i++) {
         int isint = 0, ty = lua_rawgeti(L, t, i + 1);
         lua_Integer v = ty == LUA_TNUMBER ? lua_tointegerx(L, -1, &isint) : 0;
         if (ty == LUA_TNIL && i > 0) /* a missing y or z is 1 */
             v = isint = 1;
         if (!isint || v < 1 || v > max[i])
-            cand_fail(b, fn, "%s[%d] = %s is not an integer in 1..%lld (CUDA limit)", what,
-                      i + 1, describe(L, -1), max[i]);
+            cand_fail(b, fn, "%s[%d] = %s is not an integer in 1..%lld (CUDA limit)", what, i + 1,
+                      at_sandbox_describe(L, -1), max[i]);
         lua_pop(L, 1);
         d[i] = (unsigned)v;
     }
     lua_pop(L, 1);
     unsigned long long threads = (unsigned long long)d[0] * d[1] * d[2];
     if (what[0] == 'b' && threads > 1024)
-        cand_fail(b, fn, "block {%u, %u, %u} has %llu threads (CUDA limit 1024)", d[0], d[1],
-                  d[2], threads);
+        cand_fail(b, fn, "block {%u, %u, %u} has %llu threads (CUDA limit 1024)", d[0], d[1], d[2], threads);
 }
 
 /* Evaluates candidate k (params filled in): constraints, then launch shape. */
@@ -859,15 +514,17 @@ static void eval_candidate(body *b, const spec_strategy *st, at_candidate *k)
         b->phase_name = ct->name;
         lua_pushvalue(L, base + 1);
         lua_pushvalue(L, base + 2);
-        call_fn(L, b->sp, &ct->fn, 2);
+        at_sandbox_call_fn(b->sp->sb, &ct->fn, 2);
         int t = lua_type(L, -1);
         if (t == LUA_TBOOLEAN && lua_toboolean(L, -1)) {
             lua_pop(L, 1);
             continue;
         }
         if (t != LUA_TNIL && t != LUA_TBOOLEAN && t != LUA_TSTRING)
-            cand_fail(b, &ct->fn, "constraint '%s' returned a %s (expected true, false, nil "
-                      "or a reason string)", ct->name, lua_typename(L, t));
+            cand_fail(b, &ct->fn,
+                      "constraint '%s' returned a %s (expected true, false, nil "
+                      "or a reason string)",
+                      ct->name, lua_typename(L, t));
         snprintf(k->pruned_by, sizeof k->pruned_by, "%s", ct->name);
         if (t == LUA_TSTRING)
             snprintf(k->prune_reason, sizeof k->prune_reason, "%s", lua_tostring(L, -1));
@@ -875,13 +532,13 @@ static void eval_candidate(body *b, const spec_strategy *st, at_candidate *k)
         return;
     }
     b->phase_name = NULL;
-    const spec_fn *fns[3] = {&st->grid, &st->block, &st->smem};
+    const at_sandbox_fn *fns[3] = {&st->grid, &st->block, &st->smem};
     static const char *const names[3] = {"grid", "block", "smem"};
     for (int i = 0; i < 3 && fns[i]->ref != LUA_NOREF; i++) {
         b->phase = names[i];
         lua_pushvalue(L, base + 1);
         lua_pushvalue(L, base + 2);
-        call_fn(L, b->sp, fns[i], 2);
+        at_sandbox_call_fn(b->sp->sb, fns[i], 2);
         if (i < 2)
             take_dims(b, fns[i], names[i], i ? k->block : k->grid);
     }
@@ -890,7 +547,7 @@ static void eval_candidate(body *b, const spec_strategy *st, at_candidate *k)
         lua_Integer v = lua_type(L, -1) == LUA_TNUMBER ? lua_tointegerx(L, -1, &isint) : 0;
         if (!isint || v < 0 || v > MAX_SMEM)
             cand_fail(b, &st->smem, "smem must return an integer in 0..%d (got %s)", MAX_SMEM,
-                      describe(L, -1));
+                      at_sandbox_describe(L, -1));
         k->smem = (unsigned)v;
     }
     lua_settop(L, base);
@@ -933,8 +590,8 @@ int at_spec_expand(at_spec *spec, const at_problem *pb, at_candidate **out, int 
     if (total < 1) /* load refuses this already */
         return at_fail(AT_ERR_SPEC, "%s: the search space is empty", spec->path);
     if (total > MAX_CANDIDATES)
-        return at_fail(AT_ERR_SPEC, "%s: space too large: %.0f candidates (limit %.0f)",
-                       spec->path, total, MAX_CANDIDATES);
+        return at_fail(AT_ERR_SPEC, "%s: space too large: %.0f candidates (limit %.0f)", spec->path, total,
+                       MAX_CANDIDATES);
     at_candidate *cands = calloc((size_t)total, sizeof *cands);
     if (!cands)
         return at_fail(AT_ERR_NOMEM, "spec: cannot allocate %.0f candidates", total);
@@ -954,11 +611,10 @@ static int bytes_body(lua_State *L)
     body *b = lua_touserdata(L, 1);
     b->phase = "bytes";
     push_shape(L, b->sp, b->pb);
-    call_fn(L, b->sp, &b->sp->bytes, 1);
+    at_sandbox_call_fn(b->sp->sb, &b->sp->bytes, 1);
     double v = lua_type(L, -1) == LUA_TNUMBER ? (double)lua_tonumber(L, -1) : NAN;
     if (!(v > 0) || !isfinite(v))
-        body_fail(b, "%s: bytes must return a positive number (got %s)", b->sp->bytes.where,
-                  describe(L, -1));
+        body_fail(b, "%s: bytes must return a positive number (got %s)", b->sp->bytes.where, at_sandbox_describe(L, -1));
     b->bytes = v;
     return 0;
 }

@@ -14,10 +14,13 @@
 **   TP_UNROLL  K steps in flight per row: 1, 2, 4, 8
 **              block_k = 32*TP_WPR*TP_VEC*TP_UNROLL
 **   TP_CACHE   weight cache hint: 0 default, 1 streaming, 2 L2 evict_first
+**   TP_PDL     1: programmatic dependent launch (sm_90+); the first weight
+**              chunk is loaded before waiting on the previous kernel
 **   TP_DTYPE   1 bf16, 2 fp16
 **
 ** Standalone: nvcc -arch=sm_90 -cubin -I templates templates/gemv/gemv_splitk.cu
 */
+#include "common/pdl.cuh"
 #include "common/vec.cuh"
 
 #ifndef TP_WARPS
@@ -62,17 +65,21 @@ gemv_splitk(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
     for (int r = 0; r < TP_ROWS; r++)
         acc[r] = 0.0f;
 
-    if (row0 < N) { /* a group past N still reaches the barrier below */
-        const int step = 32 * TP_WPR * TP_VEC;
-        const int kmain = K - K % (step * TP_UNROLL);
-        int k = (slice * 32 + lane) * TP_VEC;
-        for (; k < kmain; k += step * TP_UNROLL) {
-            at_vec wv[TP_ROWS][TP_UNROLL], xv[TP_UNROLL];
-#pragma unroll
-            for (int r = 0; r < TP_ROWS; r++)
-#pragma unroll
-                for (int u = 0; u < TP_UNROLL; u++)
-                    wv[r][u] = at_load_w(wr[r] + k + u * step, pol);
+    const int step = 32 * TP_WPR * TP_VEC;
+    const int kmain = K - K % (step * TP_UNROLL);
+    const bool live = row0 < N; /* a group past N still reaches the barrier below */
+    int k = (slice * 32 + lane) * TP_VEC;
+    at_vec wv[TP_ROWS][TP_UNROLL];
+#define LOAD_W_CHUNK()                                                                             \
+    _Pragma("unroll") for (int r = 0; r < TP_ROWS; r++)                                            \
+        _Pragma("unroll") for (int u = 0; u < TP_UNROLL; u++) wv[r][u] = at_load_w(wr[r] + k + u * step, pol)
+    if (live && k < kmain) /* weights depend on no earlier kernel: start streaming them now */
+        LOAD_W_CHUNK();
+    at_pdl_wait();
+    at_pdl_trigger();
+    if (live) {
+        while (k < kmain) {
+            at_vec xv[TP_UNROLL];
 #pragma unroll
             for (int u = 0; u < TP_UNROLL; u++)
                 xv[u] = at_load_x(xr + k + u * step);
@@ -81,6 +88,9 @@ gemv_splitk(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
 #pragma unroll
                 for (int u = 0; u < TP_UNROLL; u++)
                     acc[r] = at_dot(wv[r][u], xv[u], acc[r]);
+            k += step * TP_UNROLL;
+            if (k < kmain)
+                LOAD_W_CHUNK();
         }
         for (; k < K; k += step) {
             at_vec xv = at_load_x(xr + k);
@@ -89,6 +99,7 @@ gemv_splitk(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
                 acc[r] = at_dot(at_load_w(wr[r] + k, pol), xv, acc[r]);
         }
     }
+#undef LOAD_W_CHUNK
 
 #pragma unroll
     for (int r = 0; r < TP_ROWS; r++) {

@@ -10,10 +10,13 @@
 **   TP_VEC     elements per load: 1, 2, 4, 8 (8 = 16 bytes); must divide K
 **   TP_UNROLL  K steps in flight per row: 1, 2, 4, 8     block_k = 32*TP_VEC*TP_UNROLL
 **   TP_CACHE   weight cache hint: 0 default, 1 streaming, 2 L2 evict_first
+**   TP_PDL     1: programmatic dependent launch (sm_90+); the first weight
+**              chunk is loaded before waiting on the previous kernel
 **   TP_DTYPE   1 bf16, 2 fp16
 **
 ** Standalone: nvcc -arch=sm_90 -cubin -I templates templates/gemv/gemv_warp_row.cu
 */
+#include "common/pdl.cuh"
 #include "common/vec.cuh"
 
 #ifndef TP_WARPS
@@ -54,13 +57,16 @@ gemv_warp_row(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
     const int step = 32 * TP_VEC;
     const int kmain = K - K % (step * TP_UNROLL);
     int k = lane * TP_VEC;
-    for (; k < kmain; k += step * TP_UNROLL) {
-        at_vec wv[TP_ROWS][TP_UNROLL], xv[TP_UNROLL];
-#pragma unroll
-        for (int r = 0; r < TP_ROWS; r++)
-#pragma unroll
-            for (int u = 0; u < TP_UNROLL; u++)
-                wv[r][u] = at_load_w(wr[r] + k + u * step, pol);
+    at_vec wv[TP_ROWS][TP_UNROLL];
+#define LOAD_W_CHUNK()                                                                             \
+    _Pragma("unroll") for (int r = 0; r < TP_ROWS; r++)                                            \
+        _Pragma("unroll") for (int u = 0; u < TP_UNROLL; u++) wv[r][u] = at_load_w(wr[r] + k + u * step, pol)
+    if (k < kmain) /* weights depend on no earlier kernel: start streaming them now */
+        LOAD_W_CHUNK();
+    at_pdl_wait();
+    at_pdl_trigger();
+    while (k < kmain) {
+        at_vec xv[TP_UNROLL];
 #pragma unroll
         for (int u = 0; u < TP_UNROLL; u++)
             xv[u] = at_load_x(xr + k + u * step);
@@ -69,7 +75,11 @@ gemv_warp_row(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
 #pragma unroll
             for (int u = 0; u < TP_UNROLL; u++)
                 acc[r] = at_dot(wv[r][u], xv[u], acc[r]);
+        k += step * TP_UNROLL;
+        if (k < kmain)
+            LOAD_W_CHUNK();
     }
+#undef LOAD_W_CHUNK
     for (; k < K; k += step) { /* tail: fewer than TP_UNROLL steps left */
         at_vec xv = at_load_x(xr + k);
 #pragma unroll
