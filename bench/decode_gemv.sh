@@ -22,7 +22,10 @@ shapes = "1x2048x5120 1x2048x2048 1x2048x8192 1x2048x32 1x2048x12288 1x6144x2048
 for dt in dtypes:
     rows, logs = [], []
     for s in shapes:
-        d = json.load(open(os.path.join(out, f"{dt}-{s}.json")))
+        try:
+            d = json.load(open(os.path.join(out, f"{dt}-{s}.json")))
+        except (OSError, ValueError) as e:
+            print(f"{dt} {s}: no result ({e})"); continue
         if d.get("status", 1) != 0:
             print(f"{dt} {s}: failed: {d.get('error')}"); continue
         dev, w, b, t = d["device"], d["winner"], d["baseline"], d["timing"]
@@ -30,6 +33,8 @@ for dt in dtypes:
         gbps = t["bytes"] / (w["us"] * 1e3)
         rows.append((s, b["us"], w["us"], w["speedup"], 100 * gbps / ceil, t["bytes"] / 2**20, w["strategy"], w["params"]))
         logs.append(math.log(w["speedup"]))
+    if not rows:
+        continue
     print(f"\n{dt}: {dev['name']}, read ceiling {ceil/1e3:.2f} TB/s, cold weights, graph replay")
     print(f"  {'shape':<15}{'MiB':>7}{'cuBLAS us':>11}{'tuned us':>10}{'ratio':>8}{'%ceil':>7}  winner")
     for s, bu, tu, r, pc, mib, st, pa in rows:

@@ -13,7 +13,7 @@
 
 typedef struct cli_out {
     int code;
-    char out[65536];
+    char out[1 << 22]; /* declare cli_out variables static: this is big */
     char err[8192];
 } cli_out;
 

@@ -18,7 +18,7 @@ static int has_gpu_driver(void)
 
 static void help_documents_options_and_exit_codes(void)
 {
-    cli_out o;
+    static cli_out o;
     cli_run("--help", &o);
     CHECK_EQ_INT(o.code, 0);
     CHECK_STR_HAS(o.out, "--shape");
@@ -58,7 +58,7 @@ static void bad_arguments_exit_2(void)
          "--templates /nonexistent", "/nonexistent", 9},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        cli_out o;
+        static cli_out o;
         cli_run(cases[i].args, &o);
         if (o.code != cases[i].code || !strstr(o.err, cases[i].needle))
             fprintf(stderr, "  case '%s': code %d, stderr: %s", cases[i].args, o.code, o.err);
@@ -72,7 +72,7 @@ static void bad_arguments_exit_2(void)
 
 static void spec_for_another_op_is_refused(void)
 {
-    cli_out o;
+    static cli_out o;
     FILE *f = fopen("/tmp/at_norm_spec.lua", "w");
     CHECK(f != NULL);
     if (!f)
@@ -90,7 +90,7 @@ static void spec_for_another_op_is_refused(void)
 
 static void dry_run_needs_no_gpu(void)
 {
-    cli_out o;
+    static cli_out o;
     cli_run("--op gemv --shape 1x2048x2048 --dry-run --arch sm_90 --quiet", &o);
     CHECK_EQ_INT(o.code, 0);
     CHECK_STR_HAS(o.out, "candidates");
@@ -110,7 +110,7 @@ static void real_run_without_gpu_says_so(void)
 {
     if (has_gpu_driver())
         TT_SKIP("a GPU driver is present; covered by test_gpu");
-    cli_out o;
+    static cli_out o;
     cli_run("--op gemv --shape 1x2048x8192 --db /tmp/at_cli_nogpu.db", &o);
     CHECK_EQ_INT(o.code, 4);
     CHECK_STR_HAS(o.err, "GPU");

@@ -7,24 +7,63 @@
 */
 #include <dlfcn.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "autotune.h"
 #include "cli_run.h"
 #include "tinytest.h"
 
+/* Each test runs in a child process: a candidate that kills its CUDA
+** context must not take the later tests with it, and the parent never
+** initialises CUDA (a process must not fork after cuInit). */
+static int child_says_gpu(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    int (*init)(unsigned) = h ? (int (*)(unsigned))dlsym(h, "cuInit") : NULL;
+    int (*count)(int *) = h ? (int (*)(int *))dlsym(h, "cuDeviceGetCount") : NULL;
+    int n = 0;
+    return init && count && init(0) == 0 && count(&n) == 0 && n > 0;
+}
+
 static int gpu_present(void)
 {
     static int cached = -1;
     if (cached < 0) {
-        void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-        int (*init)(unsigned) = h ? (int (*)(unsigned))dlsym(h, "cuInit") : NULL;
-        int (*count)(int *) = h ? (int (*)(int *))dlsym(h, "cuDeviceGetCount") : NULL;
-        int n = 0;
-        cached = init && count && init(0) == 0 && count(&n) == 0 && n > 0;
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0)
+            _exit(child_says_gpu() ? 0 : 1);
+        int st = 0;
+        cached = pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
     }
     return cached;
 }
+
+/* TT_RUN in a child: exit 0 passed, 1 failed, 2 skipped. */
+#define TT_RUN_ISOLATED(fn)                                                                        \
+    do {                                                                                           \
+        fflush(NULL);                                                                              \
+        pid_t pid = fork();                                                                        \
+        if (pid == 0) {                                                                            \
+            tt_cur_failed = tt_cur_skipped = 0;                                                    \
+            fn();                                                                                  \
+            fflush(NULL);                                                                          \
+            _exit(tt_cur_failed ? 1 : tt_cur_skipped ? 2 : 0);                                     \
+        }                                                                                          \
+        int st = 0, code = 1;                                                                      \
+        if (pid > 0 && waitpid(pid, &st, 0) == pid)                                                \
+            code = WIFEXITED(st) ? WEXITSTATUS(st) : 1;                                            \
+        if (code == 0) {                                                                           \
+            printf("  ok   %s\n", #fn);                                                            \
+            tt_passed++;                                                                           \
+        } else if (code == 2) {                                                                    \
+            tt_skipped++;                                                                          \
+        } else {                                                                                   \
+            printf("  FAIL %s%s\n", #fn, WIFSIGNALED(st) ? " (crashed)" : "");                     \
+            tt_failed++;                                                                           \
+        }                                                                                          \
+    } while (0)
 
 static char db_path[256];
 
@@ -53,8 +92,8 @@ static void all_correct(const char *shape, at_dtype dtype)
     CHECK(res.winner.strategy[0] != '\0');
     CHECK(res.base_us > 0);
     for (int i = 0; i < res.nrows; i++)
-        if (res.rows[i].trial.state == AT_TRIAL_WRONG)
-            fprintf(stderr, "  wrong: %s %s: %s\n", res.rows[i].trial.strategy, res.rows[i].trial.params,
+        if (res.rows[i].trial.state == AT_TRIAL_WRONG || res.rows[i].trial.state == AT_TRIAL_CRASHED)
+            fprintf(stderr, "  %s: %s %s: %s\n", at_trial_state_name(res.rows[i].trial.state), res.rows[i].trial.strategy, res.rows[i].trial.params,
                     res.rows[i].trial.reason);
     printf("  %s %s: %d correct of %d compiled; winner %s %s %.2f us vs cuBLAS %.2f us\n", shape,
            at_dtype_name(dtype), res.ncorrect, res.ncompiled, res.winner.strategy, res.winner.params,
@@ -121,7 +160,7 @@ static void end_to_end_then_cached_then_forced(void)
     if (!gpu_present())
         TT_SKIP("no GPU");
     char args[512];
-    cli_out o;
+    static cli_out o;
     snprintf(args, sizeof args, "--op gemv --shape 1x2048x2048 --db %s --json --quiet", db_path);
     cli_run(args, &o);
     CHECK_EQ_INT(o.code, 0);
@@ -147,7 +186,7 @@ static void unwritable_cache_is_a_clean_error(void)
 {
     if (!gpu_present())
         TT_SKIP("no GPU");
-    cli_out o;
+    static cli_out o;
     cli_run("--op gemv --shape 1x256x256 --db /proc/no/such/tune.db --quiet", &o);
     CHECK_EQ_INT(o.code, 8);
     CHECK_STR_HAS(o.err, "/proc/no/such/tune.db");
@@ -171,12 +210,12 @@ static void unwritable_cache_is_a_clean_error(void)
 int main(void)
 {
     snprintf(db_path, sizeof db_path, "/tmp/at_test_gpu_%d.db", (int)getpid());
-    TT_RUN(gate_rejects_planted_bugs);
-    TT_RUN(every_candidate_correct_1x2056x5000);
-    TT_RUN(every_candidate_correct_1x6144x32);
-    TT_RUN(every_candidate_correct_narrow_vectors);
-    TT_RUN(every_candidate_correct_fp16_and_m3);
-    TT_RUN(end_to_end_then_cached_then_forced);
-    TT_RUN(unwritable_cache_is_a_clean_error);
+    TT_RUN_ISOLATED(gate_rejects_planted_bugs);
+    TT_RUN_ISOLATED(every_candidate_correct_1x2056x5000);
+    TT_RUN_ISOLATED(every_candidate_correct_1x6144x32);
+    TT_RUN_ISOLATED(every_candidate_correct_narrow_vectors);
+    TT_RUN_ISOLATED(every_candidate_correct_fp16_and_m3);
+    TT_RUN_ISOLATED(end_to_end_then_cached_then_forced);
+    TT_RUN_ISOLATED(unwritable_cache_is_a_clean_error);
     return TT_DONE();
 }

@@ -224,7 +224,8 @@ int at_bench_ceilings(at_gpu *g)
         (rc = at_gpu_check(g, g->cu.cuModuleGetFunction_(&empty, mod, "empty_kernel"), "cuModuleGetFunction")) != AT_OK ||
         (rc = at_gpu_alloc(g, &buf, bytes)) != AT_OK || (rc = at_gpu_alloc(g, &dst, bytes)) != AT_OK ||
         (rc = at_gpu_alloc(g, &sink, 256)) != AT_OK ||
-        (rc = at_gpu_check(g, g->cu.cuMemsetD8_(buf, 0x01, bytes), "cuMemsetD8")) != AT_OK)
+        (rc = at_gpu_check(g, g->cu.cuMemsetD8Async_(buf, 0x01, bytes, g->stream), "cuMemsetD8Async")) != AT_OK ||
+        (rc = at_gpu_check(g, g->cu.cuStreamSynchronize_(g->stream), "cuStreamSynchronize")) != AT_OK)
         goto done;
 
     /* read: try a few occupancies, keep the best (the ceiling is a maximum) */

@@ -49,11 +49,11 @@ static int load_driver(at_driver *d)
     LOAD(cuMemGetInfo);
     LOAD(cuMemAlloc);
     LOAD(cuMemFree);
-    LOAD(cuMemcpyHtoD);
-    LOAD(cuMemcpyDtoH);
+    LOAD(cuMemcpyHtoDAsync);
+    LOAD(cuMemcpyDtoHAsync);
     LOAD(cuMemcpyDtoDAsync);
-    LOAD(cuMemsetD8);
-    LOAD(cuMemsetD16);
+    LOAD(cuMemsetD8Async);
+    LOAD(cuMemsetD16Async);
     LOAD(cuModuleLoadData);
     LOAD(cuModuleUnload);
     LOAD(cuModuleGetFunction);

@@ -32,11 +32,13 @@ typedef struct at_driver {
     AT_CU_FN(cuMemGetInfo);
     AT_CU_FN(cuMemAlloc);
     AT_CU_FN(cuMemFree);
-    AT_CU_FN(cuMemcpyHtoD);
-    AT_CU_FN(cuMemcpyDtoH);
+    /* only the stream-ordered forms: the synchronous ones run on the legacy
+    ** default stream, which does not order against a non-blocking stream */
+    AT_CU_FN(cuMemcpyHtoDAsync);
+    AT_CU_FN(cuMemcpyDtoHAsync);
     AT_CU_FN(cuMemcpyDtoDAsync);
-    AT_CU_FN(cuMemsetD8);
-    AT_CU_FN(cuMemsetD16);
+    AT_CU_FN(cuMemsetD8Async);
+    AT_CU_FN(cuMemsetD16Async);
     AT_CU_FN(cuModuleLoadData);
     AT_CU_FN(cuModuleUnload);
     AT_CU_FN(cuModuleGetFunction);

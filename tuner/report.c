@@ -5,6 +5,7 @@
 */
 #include "autotune.h"
 
+#include <math.h>
 #include <string.h>
 
 static double pct_ceiling(const at_search_result *r, double gbps)
@@ -146,6 +147,16 @@ static void jstr(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* A JSON number, or null where C has none (NaN, infinity: JSON has neither). */
+static void jnum(FILE *f, const char *key, const char *fmt, double v)
+{
+    fprintf(f, ",\"%s\":", key);
+    if (isfinite(v))
+        fprintf(f, fmt, v);
+    else
+        fputs("null", f);
+}
+
 static void jtrial(FILE *f, const at_search_row *row)
 {
     const at_trial *t = &row->trial;
@@ -157,10 +168,15 @@ static void jtrial(FILE *f, const at_search_row *row)
     jstr(f, at_trial_state_name(t->state));
     fputs(",\"reason\":", f);
     jstr(f, t->reason);
-    fprintf(f, ",\"us\":%.4f,\"us_min\":%.4f,\"us_max\":%.4f,\"stream_us\":%.4f,\"gbps\":%.1f,"
-               "\"vs_baseline\":%.4f,\"rel_err\":%.3g,\"regs\":%d,\"spill_bytes\":%d,\"smem_bytes\":%d}",
-            t->us, t->us_min, t->us_max, t->stream_us, row->gbps, row->ratio,
-            t->rel_err, t->regs, t->spill_bytes, t->smem_bytes);
+    jnum(f, "us", "%.4f", t->us);
+    jnum(f, "us_min", "%.4f", t->us_min);
+    jnum(f, "us_max", "%.4f", t->us_max);
+    jnum(f, "stream_us", "%.4f", t->stream_us);
+    jnum(f, "gbps", "%.1f", row->gbps);
+    jnum(f, "vs_baseline", "%.4f", row->ratio);
+    jnum(f, "rel_err", "%.3g", t->rel_err);
+    fprintf(f, ",\"regs\":%d,\"spill_bytes\":%d,\"smem_bytes\":%d}", t->regs, t->spill_bytes,
+            t->smem_bytes);
 }
 
 void at_report_json(FILE *f, const at_search_opts *o, const at_search_result *r, const char *db_path,

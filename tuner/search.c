@@ -151,7 +151,8 @@ typedef struct run {
     at_gpu *gpu;
     at_compile_job *jobs; /* one per row (unused for pruned rows) */
     CUmodule *mods;
-    CUdeviceptr x, y, W[64];
+    CUdeviceptr x, y, wbase; /* wbase: one block holding every weight copy */
+    CUdeviceptr *W;          /* the copies, `copies` of them */
     int copies;
     uint16_t *hx, *hW, *hy;
     double *ref;
@@ -166,7 +167,10 @@ static void store_trial(run *r, at_search_row *row)
 }
 
 /* Picks the number of weight copies and launches per replay (DESIGN.md
-** rule 1: the rotated working set is >= 3x L2; ~200 µs per replay). */
+** rule 1: the rotated working set is >= 3x L2; ~200 µs per replay). A
+** replay has at least one launch per copy, so no copy is reused while still
+** in L2, within a replay or across two. */
+#define MAX_COPIES 4096
 static int plan_timing(run *r, size_t wbytes)
 {
     at_search_result *res = r->res;
@@ -175,8 +179,8 @@ static int plan_timing(run *r, size_t wbytes)
     int c = (int)((3 * l2 + (int64_t)wbytes - 1) / (int64_t)wbytes);
     if (c < 2)
         c = 2;
-    if (c > 64)
-        c = 64;
+    if (c > MAX_COPIES)
+        c = MAX_COPIES;
     r->gpu->cu.cuMemGetInfo_(&freeb, &total);
     while (c > 2 && (double)c * (double)wbytes > 0.6 * (double)freeb)
         c--;
@@ -192,7 +196,7 @@ static int plan_timing(run *r, size_t wbytes)
         launches = c;
     if (launches > 1000)
         launches = 1000;
-    launches = (launches + c - 1) / c * c;
+    launches = (launches + c - 1) / c * c; /* a multiple of c, >= c */
     res->launches = launches;
     return AT_OK;
 }
@@ -219,16 +223,26 @@ static int setup_buffers(run *r)
     at_fill_random(o->dtype, r->hW, (size_t)(N * K), seed * 31 + 7, 1.0f);
     if ((rc = at_ref_gemv(o->dtype, M, K, N, r->hx, r->hW, r->ref)) != AT_OK)
         return rc;
-    if ((rc = at_gpu_alloc(r->gpu, &r->x, (size_t)(M * K) * 2)) != AT_OK ||
-        (rc = at_gpu_alloc(r->gpu, &r->y, (size_t)(M * N) * 2)) != AT_OK ||
-        (rc = at_gpu_check(r->gpu, r->gpu->cu.cuMemcpyHtoD_(r->x, r->hx, (size_t)(M * K) * 2),
-                           "cuMemcpyHtoD")) != AT_OK)
+    at_gpu *g = r->gpu;
+    size_t stride = (wbytes + 255) / 256 * 256;
+    if (!(r->W = calloc((size_t)r->copies, sizeof *r->W)))
+        return at_fail(AT_ERR_NOMEM, "out of memory");
+    if ((rc = at_gpu_alloc(g, &r->x, (size_t)(M * K) * 2)) != AT_OK ||
+        (rc = at_gpu_alloc(g, &r->y, (size_t)(M * N) * 2)) != AT_OK ||
+        (rc = at_gpu_alloc(g, &r->wbase, stride * (size_t)r->copies)) != AT_OK ||
+        (rc = at_gpu_check(g, g->cu.cuMemcpyHtoDAsync_(r->x, r->hx, (size_t)(M * K) * 2, g->stream),
+                           "cuMemcpyHtoDAsync")) != AT_OK ||
+        (rc = at_gpu_check(g, g->cu.cuMemcpyHtoDAsync_(r->wbase, r->hW, wbytes, g->stream),
+                           "cuMemcpyHtoDAsync")) != AT_OK)
         return rc;
-    for (int i = 0; i < r->copies; i++)
-        if ((rc = at_gpu_alloc(r->gpu, &r->W[i], wbytes)) != AT_OK ||
-            (rc = at_gpu_check(r->gpu, r->gpu->cu.cuMemcpyHtoD_(r->W[i], r->hW, wbytes),
-                               "cuMemcpyHtoD")) != AT_OK)
+    for (int i = 0; i < r->copies; i++) {
+        r->W[i] = r->wbase + (CUdeviceptr)(stride * (size_t)i);
+        if (i > 0 && (rc = at_gpu_check(g, g->cu.cuMemcpyDtoDAsync_(r->W[i], r->wbase, wbytes, g->stream),
+                                        "cuMemcpyDtoDAsync")) != AT_OK)
             return rc;
+    }
+    if ((rc = at_gpu_check(g, g->cu.cuStreamSynchronize_(g->stream), "cuStreamSynchronize")) != AT_OK)
+        return rc;
     r->base = (at_launch){.fn = NULL, .dtype = o->dtype, .M = (int)M, .K = (int)K, .N = (int)N,
                           .x = r->x, .y = r->y};
     return AT_OK;
@@ -241,10 +255,11 @@ static int check_output(run *r, const at_launch *l, double *err, size_t *nonfini
     size_t n = (size_t)(r->o->shape.M * r->o->shape.N);
     int rc;
     /* poison: 0xFFFF is a NaN in bf16 and fp16, so an unwritten y fails */
-    if ((rc = at_gpu_check(g, g->cu.cuMemsetD16_(r->y, 0xFFFF, n), "cuMemsetD16")) != AT_OK ||
+    if ((rc = at_gpu_check(g, g->cu.cuMemsetD16Async_(r->y, 0xFFFF, n, g->stream), "cuMemsetD16Async")) != AT_OK ||
         (rc = at_launch_gemv(g, l, r->W[0])) != AT_OK ||
         (rc = at_gpu_check(g, g->cu.cuStreamSynchronize_(g->stream), "kernel run")) != AT_OK ||
-        (rc = at_gpu_check(g, g->cu.cuMemcpyDtoH_(r->hy, r->y, n * 2), "cuMemcpyDtoH")) != AT_OK)
+        (rc = at_gpu_check(g, g->cu.cuMemcpyDtoHAsync_(r->hy, r->y, n * 2, g->stream), "cuMemcpyDtoHAsync")) != AT_OK ||
+        (rc = at_gpu_check(g, g->cu.cuStreamSynchronize_(g->stream), "cuStreamSynchronize")) != AT_OK)
         return rc;
     *err = at_rel_err(r->o->dtype, r->hy, r->ref, n, nonfinite);
     return AT_OK;
@@ -648,14 +663,14 @@ static void release(run *r)
                     r->gpu->cu.cuModuleUnload_(r->mods[i]);
         at_gpu_free(r->gpu, r->x);
         at_gpu_free(r->gpu, r->y);
-        for (int i = 0; i < r->copies; i++)
-            at_gpu_free(r->gpu, r->W[i]);
+        at_gpu_free(r->gpu, r->wbase);
     }
     if (r->jobs)
         for (int i = 0; i < r->res->nrows; i++)
             at_compile_job_clear(&r->jobs[i]);
     free(r->jobs);
     free(r->mods);
+    free(r->W);
     free(r->hx);
     free(r->hW);
     free(r->hy);

@@ -17,7 +17,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-#define MAX_FILE ((size_t)8 << 20)   /* larger spec files are refused */
+#define MAX_FILE ((size_t)8 << 20) /* larger spec files are refused */
 #define MAX_CANDIDATES 1000000.0
 #define MAX_VALUES 4096 /* per parameter */
 #define MAX_SMEM (227 * 1024)
@@ -130,7 +130,7 @@ static int is_ident(const char *s)
 
 static int is_param_name(const char *s) /* TP_[A-Z0-9_]+ */
 {
-    return strncmp(s, "TP_", 3) == 0 && s[3] && !s[3 + strspn(s + 3, IDENT + 26)];
+    return strncmp(s, "TP_", 3) == 0 && s[3] && !s[3 + strspn(s + 3, &IDENT[26])];
 }
 
 /* Fails on a key of table t that is not in known: a typo ("contraints")
@@ -480,7 +480,8 @@ static void take_dims(body *b, const at_sandbox_fn *fn, const char *what, unsign
     lua_State *L = b->L;
     int t = lua_gettop(L);
     if (lua_type(L, t) != LUA_TTABLE || lua_rawlen(L, t) > 3 || lua_rawlen(L, t) < 1)
-        cand_fail(b, fn, "%s must return a table of 1-3 positive integers (got %s)", what, at_sandbox_describe(L, t));
+        cand_fail(b, fn, "%s must return a table of 1-3 positive integers (got %s)", what,
+                  at_sandbox_describe(L, t));
     for (int i = 0; i < 3; i++) {
         int isint = 0, ty = lua_rawgeti(L, t, i + 1);
         lua_Integer v = ty == LUA_TNUMBER ? lua_tointegerx(L, -1, &isint) : 0;
@@ -614,7 +615,8 @@ static int bytes_body(lua_State *L)
     at_sandbox_call_fn(b->sp->sb, &b->sp->bytes, 1);
     double v = lua_type(L, -1) == LUA_TNUMBER ? (double)lua_tonumber(L, -1) : NAN;
     if (!(v > 0) || !isfinite(v))
-        body_fail(b, "%s: bytes must return a positive number (got %s)", b->sp->bytes.where, at_sandbox_describe(L, -1));
+        body_fail(b, "%s: bytes must return a positive number (got %s)", b->sp->bytes.where,
+                  at_sandbox_describe(L, -1));
     b->bytes = v;
     return 0;
 }
