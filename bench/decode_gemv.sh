@@ -16,7 +16,13 @@ mkdir -p "$out"
 for dt in $dtypes; do
   for s in $shapes; do
     "$bin" --op gemv --shape "$s" --dtype "$dt" --db "$db" --force --json --quiet >"$out/$dt-$s.json"
-    echo "tuned $dt $s (exit $?)" >&2
+    rc=$?
+    # one line as soon as each shape is done, so a run cut short still reports
+    python3 -c 'import json, sys
+d = json.load(open(sys.argv[1])); w, b = d["winner"], d["baseline"]
+print("tuned %s %s: cuBLAS %.2f us, tuned %.2f us, %.2fx, %s %s (%.0f s)" % (sys.argv[2], sys.argv[3],
+      b["us"], w["us"], w["speedup"], w["strategy"], w["params"], d["timing"]["total_s"]))' \
+      "$out/$dt-$s.json" "$dt" "$s" 2>/dev/null || echo "tuned $dt $s: exit $rc"
   done
 done
 python3 - "$out" "$shapes" $dtypes <<'PY'
