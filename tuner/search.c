@@ -496,8 +496,7 @@ done:
     return rc;
 }
 
-/* Re-times the FINALISTS fastest with 3x the replays, each interleaved with
-** the baseline; decides the winner by the rule in DESIGN.md. */
+/* Orders row indices by screening µs (qsort_r: `rows` is the row array). */
 static int cmp_index_us(const void *a, const void *b, void *rows)
 {
     const at_search_row *x = (const at_search_row *)rows + *(const int *)a;
@@ -505,6 +504,8 @@ static int cmp_index_us(const void *a, const void *b, void *rows)
     return (x->trial.us > y->trial.us) - (x->trial.us < y->trial.us);
 }
 
+/* Re-times the FINALISTS fastest with 3x the replays, each interleaved with
+** the baseline; decides the winner by the rule in DESIGN.md. */
 static int phase_final(run *r)
 {
     at_search_result *res = r->res;
@@ -512,7 +513,7 @@ static int phase_final(run *r)
     double *cand = malloc((size_t)reps2 * sizeof(double));
     double *base = malloc((size_t)reps2 * FINALISTS * sizeof(double));
     double *tmp = malloc((size_t)reps2 * sizeof(double));
-    double noise_best = 0.0;
+    double noise_best = 0.0, t0 = now_s();
     int *order = malloc((size_t)res->nrows * sizeof(int)), ntimed = 0;
     if (!cand || !base || !tmp || !order) {
         rc = at_fail(AT_ERR_NOMEM, "out of memory");
@@ -529,10 +530,7 @@ static int phase_final(run *r)
         if ((rc = time_interleaved(r, &l, reps2, cand, base + (size_t)nfinal * (size_t)reps2)) != AT_OK)
             goto done;
         memcpy(tmp, cand, (size_t)reps2 * sizeof(double));
-        set_row_stats(row, tmp, reps2, res->bytes);
-        double q[2];
-        memcpy(tmp, cand, (size_t)reps2 * sizeof(double));
-        at_stats(tmp, reps2, &q[0], &q[1], &q[1]); /* sorts tmp */
+        set_row_stats(row, tmp, reps2, res->bytes); /* sorts tmp */
         double noise = 0.5 * (percentile(tmp, reps2, 0.9) - percentile(tmp, reps2, 0.1));
         double s_us = 0.0;
         if (at_stream_time(r->gpu, &l, r->W, r->copies, res->launches, &s_us) == AT_OK)
@@ -614,6 +612,7 @@ done:
     free(base);
     free(tmp);
     free(order);
+    res->t_time += now_s() - t0;
     return rc;
 }
 

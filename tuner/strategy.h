@@ -1,0 +1,119 @@
+/*
+** strategy.h — search strategies for the timing phase (exhaustive, random,
+** annealing, successive halving) and FFTW-style effort levels; internal to
+** the tuner. Pure CPU: every measurement goes through the caller's callback.
+** Invariant: no candidate is measured twice at one precision; only a finite
+** time wins.
+*/
+#ifndef AT_STRATEGY_H
+#define AT_STRATEGY_H
+
+#include "autotune.h"
+
+typedef enum at_strategy_kind {
+    AT_STRATEGY_EXHAUSTIVE = 0, /* "exhaustive": every candidate once, full reps */
+    AT_STRATEGY_RANDOM,         /* "random": `budget` distinct candidates, full reps */
+    AT_STRATEGY_ANNEAL,         /* "anneal": local search, `budget` measurements */
+    AT_STRATEGY_HALVING         /* "halving": successive halving, cheap reps first */
+} at_strategy_kind;
+
+/* Effort levels, FFTW's idea: one word that picks strategy, budget and reps.
+** For n candidates and the caller's reps R (at_strategy_effort):
+**
+**   level       strategy    budget (rung 0)   eta  reps_min  final reps  finalists
+**   quick       halving     max(n/4, 8)       3    1         R           3
+**   normal      halving     n (all)           3    2         R           4
+**   patient     halving     n (all)           2    3         2R          6
+**   exhaustive  exhaustive  n (all)           -    -         R           -
+**
+** quick sees a quarter of the space: its rung 0 is the warm-start seeds, then
+** their neighbours, then random picks, so it is meant for shapes whose
+** neighbours were tuned already. At equal final reps, on the 351-candidate
+** space of tests/test_strategy.c, normal costs 16% of exhaustive's reps,
+** patient 20%, quick 3%. */
+typedef enum at_effort {
+    AT_EFFORT_QUICK = 0,
+    AT_EFFORT_NORMAL,
+    AT_EFFORT_PATIENT,
+    AT_EFFORT_EXHAUSTIVE
+} at_effort;
+
+/* Measures candidate `index` with `reps` repetitions and writes the median
+** per-launch time in µs to *us. A candidate that cannot be timed (crashed,
+** timed out) is a result: return AT_OK with *us = INFINITY (NAN counts the
+** same). Any other status (sticky CUDA error, interrupt) aborts the search
+** and is returned by at_strategy_run; set the message with at_fail. The cost
+** of a call is taken to be proportional to reps. */
+typedef int (*at_measure_fn)(void *arg, int index, int reps, double *us);
+
+/* anneal without warm-start seeds starts from the best of this many random
+** picks. */
+#define AT_STRATEGY_STARTS 4
+
+typedef struct at_strategy_opts {
+    at_strategy_kind kind;
+    int budget;        /* <= 0 or >= n: all. random: candidates measured; anneal:
+                          measurements; halving: rung-0 size; exhaustive: unused */
+    int reps;          /* full repetitions, used for every final ranking; >= 1 */
+    int reps_min;      /* halving: rung-0 reps (0: 2; clamped to reps) */
+    int eta;           /* halving: keep 1/eta per rung, eta x reps (0: 3; >= 2) */
+    int finalists;     /* halving: at most this many get full reps (0: 4) */
+    uint64_t rng_seed; /* every random choice derives from it: same seed, same run */
+    const int *warm;   /* warm-start seeds, indices into cands (borrowed), or NULL */
+    int nwarm;         /* duplicates are ignored; a budget below nwarm grows to it */
+} at_strategy_opts;
+
+/* What a search measured. Indices are into the caller's cands. */
+typedef struct at_strategy_result {
+    int n;
+    double *us;    /* [n] median of the most precise measurement; NAN if never
+                      measured, INFINITY if the candidate failed */
+    int *reps;     /* [n] reps of that measurement; 0 if never measured */
+    int *from;     /* [n] anneal: the candidate it was measured as a neighbour
+                      of; -1 for starts, random restarts and other strategies */
+    int *order;    /* [nmeasured] candidates in the order first measured */
+    int *rank;     /* [nmeasured] final ranking: finite before failed, then
+                      more reps first, then faster (halving: later rungs first) */
+    int nmeasured; /* distinct candidates measured */
+    int best;      /* rank[0] when its time is finite, else -1 */
+    int64_t cost;  /* sum of reps over every callback call (exhaustive: n*reps) */
+    int calls;     /* callback calls */
+    int rungs;     /* halving: rungs run; 1 for the other strategies */
+    int restarts;  /* anneal: jumps to a random unmeasured candidate, taken
+                      when no measured candidate has an unmeasured neighbour */
+} at_strategy_result;
+
+/* "exhaustive" | "random" | "anneal" | "halving" -> *out. Anything else
+** (NULL included) is AT_ERR_USAGE with a message naming the word. */
+int at_strategy_parse(const char *text, at_strategy_kind *out);
+/* The word for a strategy ("?" for a value outside the enum). */
+const char *at_strategy_name(at_strategy_kind k);
+
+/* "quick" | "normal" | "patient" | "exhaustive" -> *out; anything else is
+** AT_ERR_USAGE naming the word. */
+int at_strategy_effort_parse(const char *text, at_effort *out);
+const char *at_strategy_effort_name(at_effort e);
+
+/* Fills *out with the row of the effort table above for n candidates and
+** the caller's reps (>= 1); warm and rng_seed are zeroed for the caller to
+** set. --strategy and --budget then override kind and budget. AT_ERR_USAGE
+** for an effort outside the enum, n < 0 or reps < 1. */
+int at_strategy_effort(at_effort effort, int n, int reps, at_strategy_opts *out);
+
+/* Runs the strategy o->kind over cands[0..n) (the live candidates; each
+** has its params in spec order, and candidates of one spec strategy share
+** their parameter names). Measures through `measure` and fills *res, which
+** the caller frees with at_strategy_result_free — also when the run fails
+** part-way, so what was measured can still be shown. Returns AT_OK (with
+** res->best = -1 when n is 0 or every candidate failed), the callback's
+** status when it aborts, AT_ERR_USAGE for bad options (warm index out of
+** range, reps < 1, eta < 2 ...), AT_ERR_HARNESS for a negative time, or
+** AT_ERR_NOMEM. Warm-start seeds are measured first by every strategy;
+** anneal starts from the best of them (else from the best of a few random
+** picks); halving keeps them past rung 0's cut. */
+int at_strategy_run(const at_candidate *cands, int n, const at_strategy_opts *o, at_measure_fn measure,
+                    void *arg, at_strategy_result *res);
+/* Frees the arrays of *res and zeroes it; NULL is a no-op. */
+void at_strategy_result_free(at_strategy_result *res);
+
+#endif /* AT_STRATEGY_H */
