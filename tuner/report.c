@@ -59,6 +59,34 @@ static void space_line(FILE *f, const at_search_result *r)
     fputc('\n', f);
 }
 
+/* "pruned by: widest_vec 3000, registers_for_loads 420, ..." (first seen first). */
+static void prune_summary(FILE *f, const at_search_result *r)
+{
+    enum { MAXC = 32 };
+    const char *name[MAXC];
+    int count[MAXC], n = 0;
+    for (int i = 0; i < r->nrows; i++) {
+        const char *by = r->rows[i].cand.pruned_by;
+        int k = 0;
+        if (!by[0])
+            continue;
+        while (k < n && strcmp(name[k], by) != 0)
+            k++;
+        if (k == n && n < MAXC) {
+            name[n] = by;
+            count[n++] = 0;
+        }
+        if (k < n)
+            count[k]++;
+    }
+    if (n == 0)
+        return;
+    fputs("pruned  by", f);
+    for (int k = 0; k < n; k++)
+        fprintf(f, "%s %s %d", k ? "," : "", name[k], count[k]);
+    fputc('\n', f);
+}
+
 static void dry_rows(FILE *f, const at_search_result *r)
 {
     fprintf(f, "  %-9s %-52s %-14s %s\n", "strategy", "params", "state", "regs/spill or why pruned");
@@ -88,6 +116,7 @@ void at_report_text(FILE *f, const at_search_opts *o, const at_search_result *r,
         return;
     }
     space_line(f, r);
+    prune_summary(f, r);
     if (r->dry_run) {
         dry_rows(f, r);
         fprintf(f, "compile %.1f s on all cores for sm_%d (no GPU used)\n", r->t_compile, r->arch);
