@@ -7,6 +7,8 @@
 #include "autotune.h"
 #include "tinytest.h"
 
+#include <stdlib.h>
+
 static int dry_run(const char *shape, at_dtype dtype, int arch, const char *spec, const char *tpl,
                    at_search_result *res)
 {
@@ -74,6 +76,45 @@ static void compile_failure_is_a_result(void)
     at_search_result_free(&res);
 }
 
+/* A second compile of the same job comes from the cubin cache, byte for
+** byte; a cache entry missing its log is compiled again; another option is
+** another entry. */
+static void cubin_cache_hits_and_misses(void)
+{
+    char dir[] = "/tmp/at_cubins_XXXXXX";
+    at_templates *t = NULL;
+    const char *src = NULL;
+    CHECK(mkdtemp(dir) != NULL);
+    CHECK_EQ_INT(at_templates_open("templates", &t), AT_OK);
+    CHECK_EQ_INT(at_templates_source(t, "gemv/gemv_warp_row.cu", &src), AT_OK);
+    at_compile_job a = {.tpl = t, .name = "gemv/gemv_warp_row.cu", .source = src, .arch = 90,
+                        .dtype = AT_BF16, .cubin_dir = dir};
+    snprintf(a.options, sizeof a.options, "-DTP_WARPS=4 -DTP_ROWS=2");
+    at_compile_job b = a, c = a, d = a;
+    CHECK_EQ_INT(at_nvrtc_compile(&a), AT_OK);
+    CHECK(a.ok && !a.cached && a.regs > 0);
+    CHECK_EQ_INT(at_nvrtc_compile(&b), AT_OK);
+    CHECK(b.ok && b.cached);
+    CHECK_EQ_INT(b.regs, a.regs); /* ptxas report kept with the cubin */
+    CHECK(b.cubin_size == a.cubin_size && memcmp(a.cubin, b.cubin, a.cubin_size) == 0);
+    snprintf(c.options, sizeof c.options, "-DTP_WARPS=8 -DTP_ROWS=2");
+    CHECK_EQ_INT(at_nvrtc_compile(&c), AT_OK);
+    CHECK(c.ok && !c.cached);
+    /* remove every .log: entries without one are incomplete, so recompile */
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -f %s/*.log", dir);
+    CHECK(system(cmd) == 0);
+    CHECK_EQ_INT(at_nvrtc_compile(&d), AT_OK);
+    CHECK(d.ok && !d.cached);
+    at_compile_job_clear(&a);
+    at_compile_job_clear(&b);
+    at_compile_job_clear(&c);
+    at_compile_job_clear(&d);
+    at_templates_free(t);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
 static void template_escape_refused(void)
 {
     at_templates *t = NULL;
@@ -93,6 +134,7 @@ static void template_escape_refused(void)
 int main(void)
 {
     TT_RUN(template_escape_refused);
+    TT_RUN(cubin_cache_hits_and_misses);
     TT_RUN(compile_failure_is_a_result);
     TT_RUN(default_space_compiles_sm90);
     TT_RUN(default_space_compiles_sm89);

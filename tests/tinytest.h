@@ -62,6 +62,7 @@ static int tt_passed, tt_failed, tt_skipped, tt_cur_failed, tt_cur_skipped;
             printf("  ok   %s\n", #fn);                                    \
             tt_passed++;                                                   \
         }                                                                  \
+        fflush(stdout); /* progress shows even when a later test hangs */   \
     } while (0)
 
 static inline int tt_done(void)

@@ -287,7 +287,9 @@ typedef struct at_compile_job {
     char options[512];        /* "-DTP_A=1 -DTP_B=2" (space-separated) */
     int arch;                 /* 90 -> sm_90 */
     at_dtype dtype;
+    const char *cubin_dir;    /* compiled-kernel cache folder, or NULL */
     int ok;
+    int cached;               /* the cubin came from cubin_dir */
     char *log;                /* compile log incl. ptxas -v lines */
     void *cubin;
     size_t cubin_size;
@@ -299,7 +301,12 @@ typedef struct at_compile_job {
 int at_nvrtc_version(void);
 /* The options every candidate shares, part of the cache key. */
 void at_nvrtc_common_options(at_dtype dtype, int arch, char *buf, size_t len);
-/* Compiles one job (thread-safe). AT_ERR_NVRTC only when NVRTC itself fails. */
+/* Compiles one job (thread-safe). AT_ERR_NVRTC only when NVRTC itself fails.
+** With job->cubin_dir, a cubin compiled before from the same source, headers,
+** options, architecture and NVRTC version is read from there instead
+** (job->cached = 1), and a fresh one is stored there (written to a temporary
+** file and renamed, so a reader never sees half a cubin). Compile failures
+** are not cached. A cache folder that cannot be used is ignored. */
 int at_nvrtc_compile(at_compile_job *job);
 /* Compiles jobs[0..n) on `threads` threads (0 = all cores). `progress`, if
 ** not NULL, is called from the calling thread as jobs finish. */
@@ -346,6 +353,7 @@ typedef struct at_search_result {
     int interrupted;
     int harness_errors;  /* measurements above the read ceiling */
     int ncand, npruned, ncompiled, ncompile_failed, nspills, ncorrect, nwrong, ncrashed, nskipped;
+    int ncompile_cached; /* of ncompiled, read from the compiled-kernel cache */
     at_search_row *rows; /* timed rows first, fastest first; then the rest */
     int nrows;
     double bytes;        /* moved per call */

@@ -6,6 +6,7 @@
 ** matches its sha256 is never handed out.
 */
 #include "autotune.h"
+#include "cache_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -15,14 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Prepared lazily, finalized by at_cache_close. */
-enum { S_GET_DEVICE, S_PUT_DEVICE, S_GET_TRIAL, S_PUT_TRIAL, S_GET_WINNER, S_PUT_WINNER, S_COUNT };
-
-struct at_cache {
-    sqlite3 *db;
-    char *path;
-    sqlite3_stmt *st[S_COUNT];
-};
+/* struct at_cache and its statement slots: cache_internal.h */
 
 #define NOW_SQL "strftime('%Y-%m-%dT%H:%M:%fZ','now')"
 

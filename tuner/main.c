@@ -4,6 +4,7 @@
 ** exit code is an at_status (listed in --help).
 */
 #include "autotune.h"
+#include "table.h"
 
 #include <limits.h>
 #include <signal.h>
@@ -58,6 +59,13 @@ static void usage(FILE *f)
         "  --json           print one JSON document instead of the table\n"
         "  --quiet          no progress lines\n"
         "  --help, --version\n"
+        "\n"
+        "Subcommands (autotune SUBCOMMAND --help for their options):\n"
+        "  export [--device NAME | --all] --format json|csv|c [-o FILE]\n"
+        "                   the tuned winners of one GPU as a portable table\n"
+        "  import FILE      bring a JSON table into the cache (faster entry wins)\n"
+        "  merge OTHER.db   bring in every winner of another cache (faster wins)\n"
+        "  show [--device NAME]  what is tuned, per GPU\n"
         "\n"
         "Environment: AUTOTUNE_HOME, a folder holding search/ and templates/.\n"
         "\n"
@@ -146,6 +154,11 @@ static int die(int rc, int json)
 
 int main(int argc, char **argv)
 {
+    /* export / import / merge / show: tables, in table.c */
+    if (argc > 1 && (!strcmp(argv[1], "export") || !strcmp(argv[1], "import") || !strcmp(argv[1], "merge") ||
+                     !strcmp(argv[1], "show")))
+        return at_table_main(argc - 1, argv + 1);
+
     at_search_opts o = {.dtype = AT_BF16, .reps = 7};
     const char *shape_text = NULL, *spec = NULL, *templates = NULL, *db = NULL, *dtype = "bf16";
     char home[PATH_MAX], spec_buf[PATH_MAX + 64], tpl_buf[PATH_MAX + 64], db_buf[PATH_MAX];

@@ -1,17 +1,20 @@
 /*
-** nvrtc.c — compiles template variants to cubins with NVRTC, in parallel.
-** The tuner only adds -DTP_* options to a template's source; the log and the
-** ptxas resource report (registers, spills, shared memory) are kept per job.
-** A compile error is a result of the job, never a failure of the run.
+** nvrtc.c — compiles template variants to cubins with NVRTC, in parallel,
+** through an on-disk cache of compiled kernels. The tuner only adds -DTP_*
+** options to a template's source; the log and the ptxas resource report
+** (registers, spills, shared memory) are kept per job. A compile error is a
+** result of the job, never a failure of the run.
 */
 #include "autotune.h"
 
+#include <errno.h>
 #include <nvrtc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int at_nvrtc_version(void)
@@ -69,6 +72,95 @@ static double now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The cache name of a job: sha256 over everything that decides the cubin
+** (NVRTC version, every option, the source and each header by name). */
+static int cubin_key(const at_compile_job *job, const char *all_options, char hex[65])
+{
+    size_t cap = strlen(all_options) + strlen(job->name) + strlen(job->source) + 64, len = 0;
+    int nh = job->tpl ? at_templates_nheaders(job->tpl) : 0;
+    for (int i = 0; i < nh; i++)
+        cap += strlen(at_templates_header_name(job->tpl, i)) + strlen(at_templates_header_source(job->tpl, i)) + 8;
+    char *buf = malloc(cap);
+    if (!buf)
+        return 0;
+    len += (size_t)snprintf(buf + len, cap - len, "nvrtc=%d\n%s\n%s\n%s", at_nvrtc_version(), all_options,
+                            job->name, job->source);
+    for (int i = 0; i < nh; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "\n%s\n%s", at_templates_header_name(job->tpl, i),
+                                at_templates_header_source(job->tpl, i));
+    at_sha256_hex(buf, len, hex);
+    free(buf);
+    return 1;
+}
+
+/* Reads a whole small file; NULL if absent or unreadable. */
+static void *slurp(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    long n;
+    void *buf = NULL;
+    if (!f)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && n < (64L << 20) && fseek(f, 0, SEEK_SET) == 0 &&
+        (buf = malloc((size_t)n + 1)) != NULL) {
+        if (fread(buf, 1, (size_t)n, f) == (size_t)n) {
+            ((char *)buf)[n] = '\0';
+            *size = (size_t)n;
+        } else {
+            free(buf);
+            buf = NULL;
+        }
+    }
+    fclose(f);
+    return buf;
+}
+
+/* Writes data to path via a unique temporary file and rename(). */
+static void store_file(const char *path, const void *data, size_t size)
+{
+    char tmp[1200];
+    snprintf(tmp, sizeof tmp, "%s.%ld.%lu.tmp", path, (long)getpid(), (unsigned long)pthread_self());
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return;
+    int ok = fwrite(data, 1, size, f) == size;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0)
+        remove(tmp);
+}
+
+/* A cubin from the cache: both the cubin and its log must be there. */
+static int cache_load(at_compile_job *job, const char *key)
+{
+    char path[1100];
+    size_t n = 0, m = 0;
+    snprintf(path, sizeof path, "%s/%s.cubin", job->cubin_dir, key);
+    void *cubin = slurp(path, &n);
+    snprintf(path, sizeof path, "%s/%s.log", job->cubin_dir, key);
+    char *log = cubin ? slurp(path, &m) : NULL;
+    if (!cubin || !log) {
+        free(cubin);
+        free(log);
+        return 0;
+    }
+    job->cubin = cubin;
+    job->cubin_size = n;
+    job->log = log;
+    job->ok = 1;
+    job->cached = 1;
+    return 1;
+}
+
+static void cache_store(const at_compile_job *job, const char *key)
+{
+    char path[1100];
+    mkdir(job->cubin_dir, 0755); /* one level; EEXIST is fine */
+    snprintf(path, sizeof path, "%s/%s.log", job->cubin_dir, key);
+    store_file(path, job->log ? job->log : "", job->log ? strlen(job->log) : 0);
+    snprintf(path, sizeof path, "%s/%s.cubin", job->cubin_dir, key); /* last: its presence means complete */
+    store_file(path, job->cubin, job->cubin_size);
+}
+
 int at_nvrtc_compile(at_compile_job *job)
 {
     nvrtcProgram prog = NULL;
@@ -81,7 +173,17 @@ int at_nvrtc_compile(at_compile_job *job)
     double t0 = now_seconds();
     int rc = AT_OK;
 
+    char all[1024], key[65];
+    int keyed = 0;
     job->ok = 0;
+    job->cached = 0;
+    at_nvrtc_common_options(job->dtype, job->arch, common, sizeof common);
+    snprintf(all, sizeof all, "%s --ptxas-options=-v %s", common, job->options);
+    if (job->cubin_dir && (keyed = cubin_key(job, all, key)) && cache_load(job, key)) {
+        parse_ptxas(job->log, job);
+        job->seconds = now_seconds() - t0;
+        return AT_OK;
+    }
     if (nh > 64)
         nh = 64;
     for (int i = 0; i < nh; i++) {
@@ -93,9 +195,6 @@ int at_nvrtc_compile(at_compile_job *job)
         return at_fail(AT_ERR_NVRTC, "nvrtc: nvrtcCreateProgram(%s): %s", job->name,
                        nvrtcGetErrorString(r));
 
-    at_nvrtc_common_options(job->dtype, job->arch, common, sizeof common);
-    char all[1024];
-    snprintf(all, sizeof all, "%s --ptxas-options=-v %s", common, job->options);
     argc = split_options(all, store, sizeof store, argv, 64);
     if (argc < 0) {
         nvrtcDestroyProgram(&prog);
@@ -114,6 +213,8 @@ int at_nvrtc_compile(at_compile_job *job)
             nvrtcGetCUBIN(prog, job->cubin) == NVRTC_SUCCESS) {
             job->cubin_size = n;
             job->ok = 1;
+            if (keyed)
+                cache_store(job, key);
         } else if (!job->cubin) {
             rc = at_fail(AT_ERR_NOMEM, "out of memory for a cubin");
         }

@@ -49,6 +49,8 @@ static void space_line(FILE *f, const at_search_result *r)
             r->ncand, r->npruned, r->ncompiled, r->ncompile_failed);
     if (r->nspills)
         fprintf(f, ", %d spill", r->nspills);
+    if (r->ncompile_cached)
+        fprintf(f, ", %d from the cubin cache", r->ncompile_cached);
     fputc(')', f);
     if (!r->dry_run)
         fprintf(f, ", %d correct, %d wrong", r->ncorrect, r->nwrong);
@@ -254,8 +256,8 @@ void at_report_json(FILE *f, const at_search_opts *o, const at_search_result *r,
             r->arch, r->dev.sms, (long long)r->dev.l2_bytes, r->dev.driver_version, r->dev.read_gbps,
             r->dev.copy_gbps, r->dev.empty_us);
     fprintf(f, ",\"space\":{\"candidates\":%d,\"pruned\":%d,\"compiled\":%d,\"compile_failed\":%d,"
-               "\"spills\":%d,\"correct\":%d,\"wrong\":%d,\"crashed\":%d,\"skipped\":%d}",
-            r->ncand, r->npruned, r->ncompiled, r->ncompile_failed, r->nspills, r->ncorrect, r->nwrong,
+               "\"compile_cached\":%d,\"spills\":%d,\"correct\":%d,\"wrong\":%d,\"crashed\":%d,\"skipped\":%d}",
+            r->ncand, r->npruned, r->ncompiled, r->ncompile_failed, r->ncompile_cached, r->nspills, r->ncorrect, r->nwrong,
             r->ncrashed, r->nskipped);
     fprintf(f, ",\"timing\":{\"copies\":%d,\"working_set_mib\":%.1f,\"launches\":%d,\"reps\":%d,"
                "\"bytes\":%.0f,\"compile_s\":%.3f,\"verify_s\":%.3f,\"time_s\":%.3f,\"total_s\":%.3f}",

@@ -150,6 +150,7 @@ typedef struct run {
     at_cache *cache;
     at_gpu *gpu;
     at_compile_job *jobs; /* one per row (unused for pruned rows) */
+    char cubin_dir[1100]; /* compiled-kernel cache beside the db; "" for none */
     CUmodule *mods;
     CUdeviceptr x, y, wbase; /* wbase: one block holding every weight copy */
     CUdeviceptr *W;          /* the copies, `copies` of them */
@@ -347,6 +348,7 @@ static int phase_compile(run *r)
         j->source = src;
         j->arch = res->arch;
         j->dtype = o->dtype;
+        j->cubin_dir = r->cubin_dir[0] ? r->cubin_dir : NULL;
         size_t len = 0;
         for (int p = 0; p < row->cand.nparams; p++)
             len += (size_t)snprintf(j->options + len, sizeof j->options - len, "%s-D%s=%lld",
@@ -363,6 +365,7 @@ static int phase_compile(run *r)
         row->trial.smem_bytes = list[k].smem_bytes;
         if (list[k].ok) {
             res->ncompiled++;
+            res->ncompile_cached += list[k].cached;
             if (list[k].spill_bytes > 0)
                 res->nspills++;
         } else if (rc == AT_OK) {
@@ -754,6 +757,12 @@ int at_search_run(const at_search_opts *o, at_search_result *res)
         int found = 0;
         if ((rc = at_cache_open(o->db_path, &r.cache)) != AT_OK)
             goto done;
+        /* compiled kernels live beside the db: <dir of db>/cubins */
+        const char *slash = strrchr(o->db_path, '/');
+        if (slash)
+            snprintf(r.cubin_dir, sizeof r.cubin_dir, "%.*s/cubins", (int)(slash - o->db_path), o->db_path);
+        else
+            snprintf(r.cubin_dir, sizeof r.cubin_dir, "cubins");
         if (!o->force && (rc = at_cache_get_winner(r.cache, k, &res->winner, &found)) != AT_OK)
             goto done;
         if (found) {

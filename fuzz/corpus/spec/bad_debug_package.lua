@@ -1,0 +1,1 @@
+return debug.getregistry() or package.loaded

@@ -1,0 +1,1 @@
+return { op = "gemv", contraints = {}, bytes = 3, strategies = { [2] = {} } }

@@ -1,0 +1,23 @@
+/*
+** cache_internal.h — the body of the opaque at_cache handle, shared by the
+** files that implement the cache (cache.c: keys, trials, winners; and
+** cache_table.c: the queries behind exported tables). Nothing outside tuner/
+** includes it. Invariant: `db` is open and `path` names it while the handle lives.
+*/
+#ifndef AT_CACHE_INTERNAL_H
+#define AT_CACHE_INTERNAL_H
+
+#include "autotune.h"
+
+#include <sqlite3.h>
+
+/* Prepared lazily, finalized by at_cache_close. */
+enum { S_GET_DEVICE, S_PUT_DEVICE, S_GET_TRIAL, S_PUT_TRIAL, S_GET_WINNER, S_PUT_WINNER, S_COUNT };
+
+struct at_cache {
+    sqlite3 *db;
+    char *path;
+    sqlite3_stmt *st[S_COUNT];
+};
+
+#endif /* AT_CACHE_INTERNAL_H */
