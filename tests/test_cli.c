@@ -4,6 +4,7 @@
 ** documented exit code, and --dry-run works with no GPU and no cache.
 */
 #include <dlfcn.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "autotune.h"
@@ -106,6 +107,38 @@ static void dry_run_needs_no_gpu(void)
     CHECK_STR_HAS(o.out, "\"state\":\"compile-fail\"");
 }
 
+/* The cache key covers the templates: editing one changes key_sha, so a
+** cached answer tuned with the old source is never used. */
+static void template_edit_changes_the_cache_key(void)
+{
+    static cli_out o;
+    char dir[] = "/tmp/at_tpl_XXXXXX", cmd[512], args[512], key1[80] = "", key2[80] = "";
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(cmd, sizeof cmd, "cp -rL tests/fixtures/templates/. %s/", dir);
+    CHECK(system(cmd) == 0);
+    snprintf(args, sizeof args,
+             "--op gemv --shape 1x64x64 --dry-run --json --spec tests/fixtures/spec_broken_template.lua "
+             "--templates %s", dir);
+    cli_run(args, &o);
+    CHECK_EQ_INT(o.code, 0);
+    const char *k = strstr(o.out, "\"key_sha\":\"");
+    CHECK(k != NULL);
+    if (k)
+        snprintf(key1, sizeof key1, "%.64s", k + 11);
+    snprintf(cmd, sizeof cmd, "echo '// edited' >> %s/gemv/gemv_broken.cu", dir);
+    CHECK(system(cmd) == 0);
+    cli_run(args, &o);
+    CHECK_EQ_INT(o.code, 0);
+    k = strstr(o.out, "\"key_sha\":\"");
+    CHECK(k != NULL);
+    if (k)
+        snprintf(key2, sizeof key2, "%.64s", k + 11);
+    CHECK(strlen(key1) == 64 && strlen(key2) == 64);
+    CHECK(strcmp(key1, key2) != 0);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
 static void real_run_without_gpu_says_so(void)
 {
     if (has_gpu_driver())
@@ -126,6 +159,7 @@ int main(void)
     TT_RUN(bad_arguments_exit_2);
     TT_RUN(spec_for_another_op_is_refused);
     TT_RUN(dry_run_needs_no_gpu);
+    TT_RUN(template_edit_changes_the_cache_key);
     TT_RUN(real_run_without_gpu_says_so);
     return TT_DONE();
 }
