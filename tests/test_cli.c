@@ -139,6 +139,30 @@ static void template_edit_changes_the_cache_key(void)
     CHECK(system(cmd) == 0);
 }
 
+/* Ctrl-C during compilation: a prompt, clean stop with exit 130, the
+** candidates compiled so far reported, the rest marked as not compiled. */
+static void ctrl_c_stops_cleanly(void)
+{
+    static cli_out o;
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd,
+             "%s --op gemv --shape 1x2048x8192 --dry-run --arch sm_90 --threads 1 >/tmp/at_int_out.%d "
+             "2>/tmp/at_int_err.%d </dev/null & pid=$!; sleep 3; kill -INT $pid; wait $pid",
+             cli_bin(), (int)getpid(), (int)getpid());
+    int st = system(cmd);
+    o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    snprintf(cmd, sizeof cmd, "/tmp/at_int_out.%d", (int)getpid());
+    slurp(cmd, o.out, sizeof o.out);
+    remove(cmd);
+    snprintf(cmd, sizeof cmd, "/tmp/at_int_err.%d", (int)getpid());
+    slurp(cmd, o.err, sizeof o.err);
+    remove(cmd);
+    CHECK_EQ_INT(o.code, 130);
+    CHECK_STR_HAS(o.err, "interrupted");
+    CHECK_STR_HAS(o.out, "not compiled: interrupted");
+    CHECK_STR_HAS(o.out, "regs"); /* some were compiled before the signal */
+}
+
 static void real_run_without_gpu_says_so(void)
 {
     if (has_gpu_driver())
@@ -160,6 +184,7 @@ int main(void)
     TT_RUN(spec_for_another_op_is_refused);
     TT_RUN(dry_run_needs_no_gpu);
     TT_RUN(template_edit_changes_the_cache_key);
+    TT_RUN(ctrl_c_stops_cleanly);
     TT_RUN(real_run_without_gpu_says_so);
     return TT_DONE();
 }

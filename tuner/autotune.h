@@ -288,6 +288,8 @@ typedef struct at_compile_job {
     int arch;                 /* 90 -> sm_90 */
     at_dtype dtype;
     const char *cubin_dir;    /* compiled-kernel cache folder, or NULL */
+    volatile int *stop;       /* if set and nonzero when the job starts: skipped */
+    int done;                 /* the job ran (compiled or failed) */
     int ok;
     int cached;               /* the cubin came from cubin_dir */
     char *log;                /* compile log incl. ptxas -v lines */

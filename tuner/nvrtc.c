@@ -177,6 +177,10 @@ int at_nvrtc_compile(at_compile_job *job)
     int keyed = 0;
     job->ok = 0;
     job->cached = 0;
+    job->done = 0;
+    if (job->stop && *job->stop) /* interrupted: leave it for the next run */
+        return AT_OK;
+    job->done = 1;
     at_nvrtc_common_options(job->dtype, job->arch, common, sizeof common);
     snprintf(all, sizeof all, "%s --ptxas-options=-v %s", common, job->options);
     if (job->cubin_dir && (keyed = cubin_key(job, all, key)) && cache_load(job, key)) {

@@ -97,6 +97,8 @@ static void dry_rows(FILE *f, const at_search_result *r)
         if (t->state == AT_TRIAL_PRUNED || t->state == AT_TRIAL_COMPILE_FAIL)
             fprintf(f, "  %-9s %-52s %-14s %s\n", t->strategy, t->params, at_trial_state_name(t->state),
                     t->reason);
+        else if (t->reason[0]) /* never compiled (interrupted) */
+            fprintf(f, "  %-9s %-52s %-14s %s\n", t->strategy, t->params, "-", t->reason);
         else
             fprintf(f, "  %-9s %-52s %-14s %d regs, %d B spill, %d B smem\n", t->strategy, t->params,
                     "compiled", t->regs, t->spill_bytes, t->smem_bytes);

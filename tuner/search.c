@@ -349,6 +349,7 @@ static int phase_compile(run *r)
         j->arch = res->arch;
         j->dtype = o->dtype;
         j->cubin_dir = r->cubin_dir[0] ? r->cubin_dir : NULL;
+        j->stop = o->interrupt;
         size_t len = 0;
         for (int p = 0; p < row->cand.nparams; p++)
             len += (size_t)snprintf(j->options + len, sizeof j->options - len, "%s-D%s=%lld",
@@ -368,6 +369,8 @@ static int phase_compile(run *r)
             res->ncompile_cached += list[k].cached;
             if (list[k].spill_bytes > 0)
                 res->nspills++;
+        } else if (!list[k].done) {
+            copy_str(row->trial.reason, sizeof row->trial.reason, "not compiled: interrupted");
         } else if (rc == AT_OK) {
             res->ncompile_failed++;
             row->trial.state = AT_TRIAL_COMPILE_FAIL;
@@ -781,7 +784,7 @@ int at_search_run(const at_search_opts *o, at_search_result *res)
                      .sms = res->dev.sms};
     if ((rc = at_spec_bytes(r.spec, &pb, &res->bytes)) != AT_OK || (rc = make_rows(&r, &pb)) != AT_OK)
         goto done;
-    if ((rc = phase_compile(&r)) != AT_OK || o->dry_run)
+    if ((rc = phase_compile(&r)) != AT_OK || o->dry_run || interrupted(o))
         goto done;
 
     /* from here on the GPU is needed for real */
