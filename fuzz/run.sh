@@ -22,7 +22,7 @@ declare -A srcs=(
 )
 declare -A libs=([shape]="" [spec]="-llua5.4 -lm")
 # libFuzzer flags; a spec input may legitimately run 50M Lua instructions per call
-fuzz_flags=(-timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
+fuzz_flags=(-timeout=30 -rss_limit_mb=2048 -print_final_stats=1)
 # spec inputs range from microseconds to seconds (instruction limit): favour fast ones
 declare -A extra=([shape]="" [spec]="-dict=fuzz/spec.dict -entropic_scale_per_exec_time=1")
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}

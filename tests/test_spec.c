@@ -421,7 +421,18 @@ static void test_sandbox_refuses_unsafe_globals(void)
         {"package.loadlib('x', 'y')", "global 'package'"},
         {"string.dump(function() end)", "field 'dump'"},
         {"collectgarbage('collect') table.move({}, 1, 1 << 40, 1, {})", "field 'move'"},
-        {"setmetatable({}, { __gc = function() while true do end end })", "__gc is not allowed"},
+        /* metatables: __call and __index chains loop in C, __gc runs outside the limits */
+        {"setmetatable({}, { __gc = function() while true do end end })", "global 'setmetatable'"},
+        {"getmetatable('').__call = 1", "global 'getmetatable'"},
+        /* next() walks empty slots in C */
+        {"for k in pairs({}) do end", "global 'pairs'"},
+        {"next({})", "global 'next'"},
+        {"string.pack('i4', 1)", "field 'pack'"},
+        {"string.unpack('z', 'x')", "field 'unpack'"},
+        {"string.packsize('i4')", "field 'packsize'"},
+        {"for p, c in utf8.codes('ab') do end", "field 'codes'"},
+        {"collectgarbage('stop')", "bad argument #1 to 'collectgarbage' (invalid option 'stop')"},
+        {"collectgarbage('setpause', 0)", "invalid option 'setpause'"},
         {"local f, e = load('\\27Lua\\84\\0\\25\\147\\r\\n\\26\\n') if not f then error(e) end",
          "attempt to load a binary chunk"},
         {"local f, e = load('\\27LuaT', 'x', 'b') if not f then error(e) end",
@@ -582,6 +593,7 @@ static void test_launch_shapes_are_checked(void)
 
 static void test_space_too_large(void)
 {
+    /* refused while loading, before the rest is read */
     const char *src = spec_src("local v = {} for i = 1, 101 do v[i] = i end", NULL,
                                "{ { 'TP_A', v }, { 'TP_B', v }, { 'TP_C', {1, 2, 3, 4, 5, 6, 7, "
                                "8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, "
@@ -591,8 +603,18 @@ static void test_space_too_large(void)
                                "73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, "
                                "89, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99} } }",
                                NULL, NULL);
-    CHECK_EQ_INT(expand_status(src), AT_ERR_SPEC);
-    CHECK_STR_HAS(at_errmsg(), "fixture: space too large: 1009899 candidates");
+    CHECK_EQ_INT(load_status(src), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(),
+                  "fixture: strategy 1 (s): space too large: 1009899 candidates (limit 1000000)");
+    /* and across strategies: 4 x 300000 */
+    const char *many = "local a, b = {}, {} for i = 1, 600 do a[i] = i end for i = 1, 500 do b[i] = i end\n"
+                       "local function s(n) return { name = n, kernel = 'k', template = 'a.cu', "
+                       "params = { { 'TP_A', a }, { 'TP_B', b } }, grid = print, block = print } end\n"
+                       "return { op = 'gemv', bytes = print, strategies = { s'a', s'b', s'c', s'd' } }";
+    CHECK_EQ_INT(load_status(many), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(),
+                  "fixture: strategy 4 (d): space too large: 1200000 candidates with the strategies "
+                  "before (limit 1000000)");
 }
 
 static void test_bytes_must_be_a_positive_number(void)
@@ -614,6 +636,214 @@ static void test_bytes_must_be_a_positive_number(void)
     CHECK_STR_HAS(at_errmsg(), "fixture:2: attempt to perform arithmetic");
     CHECK_STR_HAS(at_errmsg(), "(in bytes)");
     at_spec_free(sp);
+}
+
+/* ------------------------------------ work done in C counts against the limits */
+/* Each case below was a hang; fuzz/regressions/spec/ holds its reproducer. */
+
+/* c_loop_pattern.lua, c_loop_plain_find.lua: pattern matching backtracks in
+** C, and even a plain find is #s x #p compares: the functions are gone. */
+static void test_string_patterns_are_refused(void)
+{
+    CHECK_EQ_INT(load_status("local s = ('a'):rep(3000)\nlocal hit = s:find('.-.-.-.-b')"), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture:2: attempt to call a nil value (method 'find')");
+    CHECK_EQ_INT(load_status("local s = ('a'):rep(1 << 22)\n"
+                             "local hit = s:find(('a'):rep(1 << 20) .. 'b', 1, true)"),
+                 AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture:2: attempt to call a nil value (method 'find')");
+    static const char *const gone[] = {"find", "match", "gmatch", "gsub"};
+    for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++) {
+        char src[64], want[80];
+        snprintf(src, sizeof src, "return string.%s('ab', 'b')", gone[i]);
+        snprintf(want, sizeof want, "fixture:1: attempt to call a nil value (field '%s')", gone[i]);
+        CHECK_EQ_INT(load_status(src), AT_ERR_SPEC);
+        CHECK_STR_HAS(at_errmsg(), want);
+    }
+}
+
+/* c_loop_table_remove.lua: table.remove(t, 1) shifts the whole array in C;
+** the elements it and table.insert move are charged as instructions. */
+static void test_table_shifts_are_charged(void)
+{
+    CHECK_EQ_INT(load_status("local t = {} for i = 1, 300000 do t[i] = i end\n"
+                             "for _ = 1, #t do table.remove(t, 1) end"),
+                 AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture:2: instruction limit exceeded (50000000 instructions in one call)");
+    CHECK_EQ_INT(load_status("local t = {}\nfor i = 1, 300000 do table.insert(t, 1, i) end"), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture:2: instruction limit exceeded");
+    /* both still work */
+    CHECK_EQ_INT(
+        load_status("local t = {1, 2, 3}\ntable.insert(t, 1, 0) table.insert(t, 9)\n"
+                    "assert(table.remove(t, 1) == 0 and table.remove(t) == 9 and table.remove(t, 2) == 2)\n"
+                    "assert(#t == 2 and t[1] == 1 and t[2] == 3 and table.remove({}) == nil)\n"
+                    "error('ran')"),
+        AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture:5: ran");
+}
+
+/* Other library functions that loop in C are charged for what they go
+** through: elements, results, bytes scanned or coerced, bytes allocated,
+** the heap a collection walks, and a chunk that load() compiles (squared). */
+static void test_library_c_work_is_charged(void)
+{
+    static const char *const cases[] = {
+        "local t = {} for i = 1, 1e6 do t[i] = '' end\nfor _ = 1, 1e9 do table.concat(t) end",
+        "local t = {} for i = 1, 1e5 do t[i] = i end\nfor _ = 1, 1e9 do table.unpack(t) end",
+        "local t = {} for i = 1, 1e5 do t[i] = i end\nfor _ = 1, 1e9 do table.sort(t) end",
+        "local s = ('x'):rep(1e5)\nfor _ = 1, 1e9 do s:byte(1, -1) end",
+        "local s = ('x'):rep(1e5)\nfor _ = 1, 1e9 do utf8.codepoint(s, 1, -1) end",
+        "local x = 0\nfor _ = 1, 1e9 do x = #('x'):rep(1 << 20) end",
+        "local s = ('x'):rep(1 << 20)\nfor _ = 1, 1e9 do local t = s .. 'y' end",
+        "local s = ('x'):rep(1 << 20)\nfor _ = 1, 1e9 do local t = s:upper() end",
+        "local s = ('x'):rep(1 << 20)\nfor _ = 1, 1e9 do local t = string.format('%.1s', s) end",
+        "local s = ('x'):rep(1 << 20)\nfor _ = 1, 1e9 do local n = utf8.len(s) end",
+        "local s = ('1'):rep(1 << 20)\nfor _ = 1, 1e9 do local n = tonumber(s) end",
+        "local s = (' '):rep(1 << 20)\nfor _ = 1, 1e9 do pcall(math.floor, s) end",
+        "local s = (' '):rep(1 << 20)\nfor _ = 1, 1e9 do pcall(function() return s + 1 end) end",
+        "local t = {} for i = 1, 1e5 do t[i] = {} end\nfor _ = 1, 1e9 do collectgarbage() end",
+        "local src = 'return ' .. ('a and '):rep(40000) .. 'a'\nlocal f = load(src)",
+        ("local src, i = 'return ' .. ('a and '):rep(40000) .. 'a', 0\n"
+         "local f = load(function() i = i + 1 return i == 1 and src or nil end)"),
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK_EQ_INT(load_status(cases[i]), AT_ERR_SPEC);
+        CHECK_STR_HAS(at_errmsg(), "fixture:2: instruction limit exceeded");
+    }
+    /* charged functions still run in their caller's frame: errors name them */
+    CHECK_EQ_INT(load_status("local x = 1\nreturn math.floor('x')"), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture:2: bad argument #1 to 'floor' (number expected, got string)");
+    CHECK_EQ_INT(
+        load_status("local t = {3, 1, 2} table.sort(t, function(a, b) return a > b end)\n"
+                    "assert(table.concat(t, ',') == '3,2,1' and select('#', table.unpack(t)) == 3)\n"
+                    "assert(select('#', ('abc'):byte(1, -1)) == 3 and ('ab'):rep(2, '-') == 'ab-ab')\n"
+                    "assert(collectgarbage('count') > 0 and tonumber('12') == 12 and '2' + 1 == 3)\n"
+                    "error('ran', 0)"),
+        AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture: ran");
+}
+
+/* expand_budget.lua: each call stays under its own budget, but the whole
+** expansion has one too (100M instructions). */
+static void test_whole_expansion_budget(void)
+{
+    const char *loop =
+        "local cons = {}\n"
+        "for i = 1, 1000 do cons[i] = { 'c' .. i, function() for _ = 1, 12000000 do end return true end } "
+        "end\n"
+        "return { op = 'gemv', bytes = function(s) return 1 end,\n"
+        "  strategies = { { name = 'a', template = 'a.cu', kernel = 'a', params = {}, constraints = cons,\n"
+        "    grid = function() return { 1 } end, block = function() return { 1 } end } } }";
+    CHECK_EQ_INT(expand_status(loop), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture:2: instruction limit exceeded (whole expansion) after 100000000 "
+                               "instructions (in constraint 'c");
+    /* C work counts too: each constraint copies 4 MiB (about 5M steps) */
+    const char *copy =
+        "local big = ('x'):rep(1 << 22)\n"
+        "local cons = {} for i = 1, 1000 do cons[i] = { 'c' .. i, function() return #big:rep(2) > 0 end } "
+        "end\n"
+        "return { op = 'gemv', bytes = function(s) return 1 end,\n"
+        "  strategies = { { name = 'a', template = 'a.cu', kernel = 'a', params = {}, constraints = cons,\n"
+        "    grid = function() return { 1 } end, block = function() return { 1 } end } } }";
+    CHECK_EQ_INT(expand_status(copy), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture:2: instruction limit exceeded (whole expansion)");
+    /* the whole budget is per entry point: 3 x 20M fits, twice over */
+    const char *fits = spec_src(
+        "local big = ('x'):rep(1 << 22)", NULL, NULL,
+        "{ { \"copies\", function() for _ = 1, 4 do local x = big:rep(2) end return true end } }", NULL);
+    at_spec *sp = NULL;
+    at_candidate *c = NULL;
+    int n = 0;
+    double bytes = 0;
+    CHECK_EQ_INT(at_spec_load_string(fits, "fixture", &sp), AT_OK);
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ_INT(at_spec_expand(sp, &gemv_pb, &c, &n), AT_OK);
+        CHECK_EQ_INT(n, 3);
+        free(c);
+        c = NULL;
+    }
+    CHECK_EQ_INT(at_spec_bytes(sp, &gemv_pb, &bytes), AT_OK);
+    at_spec_free(sp);
+}
+
+/* load_duplicate_scan.lua: a space over the candidate cap is refused while
+** loading, before the values it would scan; repeats are found by sorting. */
+static void test_load_stops_at_the_space_cap(void)
+{
+    const char *src =
+        "local v = {} for i = 1, 4096 do v[i] = i end\n"
+        "local params = {} for i = 1, 16 do params[i] = { 'TP_P' .. i, v } end\n"
+        "local st = {}\n"
+        "for i = 1, 1000 do\n"
+        "  st[i] = { name = 's' .. i, template = 'a.cu', kernel = 'a', params = params,\n"
+        "            grid = function() return { 1 } end, block = function() return { 1 } end }\n"
+        "end\n"
+        "return { op = 'gemv', bytes = function(s) return 1 end, strategies = st }";
+    CHECK_EQ_INT(load_status(src), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(),
+                  "fixture: strategy 1 (s1): space too large: 16777216 candidates (limit 1000000)");
+    CHECK_EQ_INT(load_status(spec_src("local v = {} for i = 1, 4096 do v[i] = 5000 - i end v[4096] = 4000",
+                                      NULL, "{ { 'TP_X', v } }", NULL, NULL)),
+                 AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture: strategy 1 (s): params[1] (TP_X) lists 4000 twice");
+    /* one mostly empty table listed 16000 times is walked once per load */
+    const char *sparse =
+        "local v = { 1 } for i = 2, 1 << 20 do v[i] = true end for i = 2, 1 << 20 do v[i] = nil end\n"
+        "local params = {} for i = 1, 16 do params[i] = { 'TP_P' .. i, v } end\n"
+        "local st = {}\n"
+        "for i = 1, 1000 do\n"
+        "  st[i] = { name = 's' .. i, template = 'a.cu', kernel = 'a', params = params,\n"
+        "            grid = function() return { 1 } end, block = function() return { 1 } end }\n"
+        "end\n"
+        "return { op = 'gemv', bytes = function(s) return 1 end, strategies = st }";
+    CHECK_EQ_INT(expand_status(sparse), AT_OK);
+    /* constraints: at most 10000 in all */
+    const char *cons =
+        "local cons = {} for i = 1, 1000 do cons[i] = { 'c' .. i, print } end\n"
+        "local st = {}\n"
+        "for i = 1, 11 do st[i] = { name = 's' .. i, template = 'a.cu', kernel = 'a', params = {},\n"
+        "  constraints = cons, grid = print, block = print } end\n"
+        "return { op = 'gemv', bytes = print, strategies = st }";
+    CHECK_EQ_INT(load_status(cons), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture: strategy 11 (s11): more than 10000 constraints in all strategies");
+}
+
+/* Errors are formatted without creating Lua objects; long texts are cut. */
+static void test_error_objects_and_long_texts(void)
+{
+    static const char *const cases[][2] = {
+        {"error(42)", "fixture: 42"},
+        {"error(1.5)", "fixture: 1.5"},
+        {"error(2.0)", "fixture: 2.0"},
+        {"error(true)", "fixture: (error object is a boolean value)"},
+        {"error()", "fixture: (error object is a nil value)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK_EQ_INT(load_status(cases[i][0]), AT_ERR_SPEC);
+        CHECK(strcmp(at_errmsg(), cases[i][1]) == 0);
+    }
+    at_spec *sp = NULL;
+    at_candidate *c = NULL;
+    int n = 0;
+    const char *src =
+        spec_src(NULL, NULL, NULL, "{ { \"long\", function() return ('r'):rep(1 << 20) end } }", NULL);
+    CHECK_EQ_INT(at_spec_load_string(src, "fixture", &sp), AT_OK);
+    CHECK_EQ_INT(at_spec_expand(sp, &gemv_pb, &c, &n), AT_OK);
+    if (c && n == 3)
+        CHECK_EQ_INT(strlen(c[2].prune_reason), sizeof c[2].prune_reason - 1);
+    free(c);
+    at_spec_free(sp);
+    /* compiling is superlinear in the source: specs are at most 128 KiB */
+    char *big = malloc((128 << 10) + 32);
+    if (!big)
+        return;
+    memset(big, ' ', (128 << 10) + 8);
+    strcpy(big + (128 << 10) + 8, "return 1");
+    CHECK_EQ_INT(load_status(big), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture: spec larger than 128 KiB");
+    big[(128 << 10) - 16] = '\0';
+    CHECK_EQ_INT(load_status(big), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture: the chunk must return a table");
+    free(big);
 }
 
 int main(void)
@@ -646,5 +876,11 @@ int main(void)
     TT_RUN(test_launch_shapes_are_checked);
     TT_RUN(test_space_too_large);
     TT_RUN(test_bytes_must_be_a_positive_number);
+    TT_RUN(test_string_patterns_are_refused);
+    TT_RUN(test_table_shifts_are_charged);
+    TT_RUN(test_library_c_work_is_charged);
+    TT_RUN(test_whole_expansion_budget);
+    TT_RUN(test_load_stops_at_the_space_cap);
+    TT_RUN(test_error_objects_and_long_texts);
     return TT_DONE();
 }

@@ -116,10 +116,13 @@ typedef struct at_candidate {
     unsigned smem;               /* dynamic shared memory bytes          */
 } at_candidate;
 
-/* Loads and runs the spec at `path` in a sandbox (no io, os, require,
-** dofile, loadfile, debug, package; load() takes text only; an instruction
-** limit and a memory limit). Errors read "path:line: message". The caller
-** owns *out and frees it with at_spec_free. */
+/* Loads and runs the spec at `path` (at most 128 KiB) in a sandbox (no io,
+** os, require, dofile, loadfile, debug, package, metatables, next/pairs or
+** string patterns; load() takes text only; a memory limit, and instruction
+** limits per call into Lua and for the whole entry point that also count
+** the C work of library functions). A space over the candidate cap is
+** refused here. Errors read "path:line: message". The caller owns *out and
+** frees it with at_spec_free. */
 int at_spec_load(const char *path, at_spec **out);
 /* Same, from a string; `chunkname` is used in messages (e.g. "fixture"). */
 int at_spec_load_string(const char *source, const char *chunkname, at_spec **out);
@@ -134,8 +137,10 @@ const char *at_spec_strategy_kernel(const at_spec *spec, int i);   /* "gemv_warp
 /* Expands the full cartesian product of every strategy's parameters, in the
 ** order the spec lists them, and evaluates the named constraints; live
 ** candidates also get grid/block/smem. *out is malloc'ed (caller frees).
-** A constraint that errors, loops past the instruction limit or returns a
-** wrong type fails the whole call with AT_ERR_SPEC ("path:line: ..."). */
+** A constraint that errors, runs past the instruction limit (of one call,
+** or of the whole expansion: "instruction limit exceeded (whole
+** expansion)") or returns a wrong type fails the whole call with
+** AT_ERR_SPEC ("path:line: ..."). */
 int at_spec_expand(at_spec *spec, const at_problem *pb, at_candidate **out, int *count);
 /* Bytes the op moves for this problem (the spec's bytes(shape)). */
 int at_spec_bytes(at_spec *spec, const at_problem *pb, double *bytes);

@@ -1,9 +1,12 @@
 /*
 ** sandbox.c — the Lua state a search spec runs in: safe libraries only,
-** text-only load, per-call instruction and memory limits that spec code
-** cannot catch, and reads of spec values that run no spec code. Invariant:
-** each call into Lua starts a fresh budget inside a lua_pcall, and every
-** failure comes back as a status with a "path:line:" text.
+** text-only load, instruction and memory limits that spec code cannot
+** catch, and reads of spec values that run no spec code. The instruction
+** budgets (one per call into Lua, one per top-level entry point) also pay
+** for work done in C: each library function is charged for the arguments,
+** bytes and elements it goes through, and allocation for the bytes it
+** grows. Invariant: every failure comes back as a status with a
+** "path:line:" text.
 */
 #include "sandbox.h"
 
@@ -12,13 +15,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <lauxlib.h>
 #include <lualib.h>
 
 #define MEM_LIMIT ((size_t)64 << 20) /* bytes one spec's Lua state may hold */
 #define STEP_LIMIT 50000000LL        /* instructions per call into Lua */
+#define TOTAL_LIMIT 100000000LL      /* instructions per entry point (a whole expansion) */
 #define HOOK_EVERY 1000              /* instructions between count hooks */
+#define TIME_LIMIT_S 20.0            /* wall seconds per entry point: the backstop for work
+                                        inside single VM instructions (long string compares,
+                                        vararg copies) that no count can see */
+#define BYTES_PER_STEP 16            /* allocation costs a step per this many bytes */
+#define CALL_STEPS 10                /* what C spends around each call into spec code */
+#define LOAD_SQUARE 64               /* load() costs bytes^2 / this: the parser's jump lists */
 
 enum { TRIP_NONE, TRIP_STEPS, TRIP_MEM };
 
@@ -26,16 +37,26 @@ enum { TRIP_NONE, TRIP_STEPS, TRIP_MEM };
 struct at_sandbox {
     lua_State *L;
     size_t used, limit;
-    long long steps;
-    int tripped;     /* TRIP_*: a limit fired during this call */
-    int mem_refused; /* the allocator refused a block during this call */
-    int line;        /* line being run (line hook): a memory error has none */
-    const char *src; /* its chunk: the called function's, then the count hook's */
+    long long steps, total; /* spent in this call, and in this entry point */
+    double deadline;        /* CLOCK_MONOTONIC seconds when the entry point must stop */
+    int late;               /* the deadline passed */
+    const char *what;       /* the entry point, for the whole budget's message */
+    lua_Integer gen;        /* entry points so far: at_sandbox_is_list's memo */
+    int tripped;            /* TRIP_*: a limit fired during this call */
+    int mem_refused;        /* the allocator refused a block during this call */
+    int line;               /* line being run (line hook): a memory error has none */
+    const char *src;        /* its chunk: the called function's, then the count hook's */
     char src_buf[LUA_IDSIZE], mem_where[AT_SANDBOX_WHERE_LEN], trip_msg[256];
     char name[]; /* prefix of error messages */
 };
 
 /* ------------------------------------------------------------ the limits */
+
+static void sb_spend(at_sandbox *sb, long long n)
+{
+    sb->steps += n;
+    sb->total += n;
+}
 
 static void *sb_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
@@ -51,11 +72,14 @@ static void *sb_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
             snprintf(sb->mem_where, sizeof sb->mem_where, sb->line > 0 ? "%s:%d" : "%s",
                      sb->src ? sb->src : "", sb->line);
         sb->mem_refused = 1;
+        sb_spend(sb, (long long)(sb->used / BYTES_PER_STEP)); /* Lua collects everything, retries */
         return NULL;
     }
     void *p = realloc(ptr, nsize);
     if (!p)
         return nsize <= old ? ptr : NULL; /* Lua assumes shrinking never fails */
+    if (nsize > old)
+        sb_spend(sb, (long long)((nsize - old + BYTES_PER_STEP - 1) / BYTES_PER_STEP));
     sb->used = sb->used - old + nsize;
     return p;
 }
@@ -67,7 +91,9 @@ static at_sandbox *sb_of(lua_State *L)
     return ud;
 }
 
-void at_sandbox_reset(at_sandbox *sb, const char *src)
+/* A fresh per-call budget; src names the called function's chunk (for a
+** memory error's position), or is NULL. */
+static void sb_reset_call(at_sandbox *sb, const char *src)
 {
     sb->steps = 0;
     sb->tripped = TRIP_NONE;
@@ -76,7 +102,45 @@ void at_sandbox_reset(at_sandbox *sb, const char *src)
     sb->src = src;
 }
 
-/* Count events enforce the instruction limit (and note the chunk); line
+static double sb_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int sb_over(const at_sandbox *sb)
+{
+    return sb->steps > STEP_LIMIT || sb->total > TOTAL_LIMIT || sb->late || sb->tripped == TRIP_STEPS;
+}
+
+/* Raises the instruction limit's error, "where" being "src:line"; once
+** raised it stays raised (pcall cannot catch it). */
+static void sb_raise(lua_State *L, at_sandbox *sb, const char *where)
+{
+    if (sb->tripped != TRIP_STEPS && sb->late)
+        snprintf(sb->trip_msg, sizeof sb->trip_msg, "%s: time limit exceeded (%.0f s for the whole %s)", where,
+                 TIME_LIMIT_S, sb->what);
+    else if (sb->tripped != TRIP_STEPS && sb->steps > STEP_LIMIT)
+        snprintf(sb->trip_msg, sizeof sb->trip_msg,
+                 "%s: instruction limit exceeded (%lld instructions in one call)", where, STEP_LIMIT);
+    else if (sb->tripped != TRIP_STEPS)
+        snprintf(sb->trip_msg, sizeof sb->trip_msg,
+                 "%s: instruction limit exceeded (whole %s) after %lld instructions", where, sb->what,
+                 TOTAL_LIMIT);
+    sb->tripped = TRIP_STEPS;
+    lua_pushstring(L, sb->trip_msg);
+    lua_error(L);
+}
+
+static void sb_raise_at(lua_State *L, at_sandbox *sb, const lua_Debug *ar)
+{
+    char where[AT_SANDBOX_WHERE_LEN];
+    snprintf(where, sizeof where, ar->currentline > 0 ? "%s:%d" : "%s", ar->short_src, ar->currentline);
+    sb_raise(L, sb, where);
+}
+
+/* Count events enforce the instruction limits (and note the chunk); line
 ** events note the line, both for memory errors. */
 static void sb_hook(lua_State *L, lua_Debug *ar)
 {
@@ -88,16 +152,28 @@ static void sb_hook(lua_State *L, lua_Debug *ar)
     lua_getinfo(L, "Sl", ar);
     snprintf(sb->src_buf, sizeof sb->src_buf, "%s", ar->short_src);
     sb->src = sb->src_buf;
-    sb->steps += HOOK_EVERY;
-    if (sb->steps <= STEP_LIMIT && sb->tripped != TRIP_STEPS)
+    sb_spend(sb, HOOK_EVERY);
+    if (sb_now() > sb->deadline)
+        sb->late = 1;
+    if (sb_over(sb))
+        sb_raise_at(L, sb, ar);
+}
+
+/* Charges n steps of work done in C, raising the limit's error (at the
+** nearest line of spec code) when a budget runs out. */
+static void sb_charge(lua_State *L, lua_Integer n)
+{
+    at_sandbox *sb = sb_of(L);
+    lua_Debug ar;
+    int level = 1, found = 0;
+    sb_spend(sb, n <= 0 ? 0 : n > TOTAL_LIMIT ? TOTAL_LIMIT + 1 : (long long)n);
+    if (!sb_over(sb))
         return;
-    if (sb->tripped != TRIP_STEPS)
-        snprintf(sb->trip_msg, sizeof sb->trip_msg,
-                 "%s:%d: instruction limit exceeded (%lld instructions in one call)", ar->short_src,
-                 ar->currentline, STEP_LIMIT);
-    sb->tripped = TRIP_STEPS;
-    lua_pushstring(L, sb->trip_msg);
-    lua_error(L);
+    while (!found && lua_getstack(L, level++, &ar))
+        found = lua_getinfo(L, "Sl", &ar) && ar.currentline > 0;
+    if (found)
+        sb_raise_at(L, sb, &ar);
+    sb_raise(L, sb, sb->name);
 }
 
 /* A memory error that the limit caused (not malloc) becomes a trip. */
@@ -122,6 +198,7 @@ static int sb_finish_pcall(lua_State *L, int status, int slot)
         lua_pushstring(L, sb->trip_msg);
         return lua_error(L);
     }
+    sb_charge(L, lua_gettop(L)); /* the results move up one slot */
     luaL_checkstack(L, 1, NULL);
     lua_pushboolean(L, status == LUA_OK);
     if (slot)
@@ -146,17 +223,78 @@ static int sb_xpcall(lua_State *L)
     return sb_finish_pcall(L, lua_pcall(L, lua_gettop(L) - 2, LUA_MULTRET, 1), 1);
 }
 
-/* Calls the original (upvalue 1) with this call's arguments. */
-static int sb_forward(lua_State *L)
+static int sb_noop(lua_State *L)
 {
-    lua_pushvalue(L, lua_upvalueindex(1));
-    lua_insert(L, 1);
-    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
-    return lua_gettop(L);
+    (void)L;
+    return 0;
 }
 
-/* load(chunk [, name [, mode [, env]]]): text only; env defaults to the sandbox. */
-static int sb_load(lua_State *L)
+/* How sb_metered charges a library function (its upvalue 2). Every call
+** pays a step per argument and per byte of each string argument (coercing
+** or scanning a string is linear in it); the flags add the rest. */
+enum {
+    M_SKIP1 = 1 << 0,   /* argument 1 is only indexed (len, sub, byte): not charged */
+    M_RESULTS = 1 << 1, /* a step per result, after the call */
+    M_FORWARD = 1 << 2, /* the original has upvalues: lua_call it instead of calling it */
+    M_REP = 1 << 3,     /* string.rep: a step per repetition, after the call */
+    M_INSERT = 1 << 4,  /* table.insert: the elements it shifts */
+    M_REMOVE = 1 << 5,  /* table.remove: the same */
+    M_CONCAT = 1 << 6,  /* table.concat: the elements it visits */
+    M_SORT = 1 << 7,    /* table.sort: n log2 n comparisons */
+    M_LOAD = 1 << 8,    /* load: text only, env defaults to the sandbox; bytes^2 */
+    M_GC = 1 << 9,      /* collectgarbage: read or collect only; a collection walks the heap */
+    M_DROP = 1 << 10,   /* removed from the sandbox */
+};
+
+/* What table.insert/remove/concat/sort will go through. No spec table has
+** a metatable (setmetatable is gone), so their length is the raw one. */
+static lua_Integer table_work(lua_State *L, int kind)
+{
+    if (lua_type(L, 1) != LUA_TTABLE)
+        return 0; /* the original raises */
+    lua_Integer n = (lua_Integer)lua_rawlen(L, 1), pos, lg = 1;
+    if (kind & M_INSERT) { /* insert(t, pos, v) shifts t[pos..n] up */
+        pos = lua_gettop(L) == 3 ? lua_tointeger(L, 2) : n + 1;
+        return pos >= 1 && pos <= n ? n + 1 - pos : 0;
+    }
+    if (kind & M_REMOVE) { /* remove(t, pos) shifts t[pos+1..n] down */
+        pos = lua_isnoneornil(L, 2) ? n : lua_tointeger(L, 2);
+        return pos >= 1 && pos <= n ? n - pos : 0;
+    }
+    if (kind & M_CONCAT) { /* concat(t, sep, i, j) visits t[i..j] */
+        lua_Integer i = luaL_optinteger(L, 3, 1), j = luaL_optinteger(L, 4, n);
+        lua_Unsigned span = (lua_Unsigned)j - (lua_Unsigned)i;
+        return j < i ? 0 : span >= (lua_Unsigned)TOTAL_LIMIT ? TOTAL_LIMIT : (lua_Integer)span + 1;
+    }
+    for (lua_Integer m = n; m > 1; m >>= 1) /* sort */
+        lg++;
+    return n * lg;
+}
+
+static lua_Integer load_cost(lua_Integer bytes)
+{
+    return bytes > 100000000 ? TOTAL_LIMIT + 1 : bytes + bytes * bytes / LOAD_SQUARE;
+}
+
+/* load()'s chunk function, wrapped: each piece is charged as compiled. */
+static int sb_reader(lua_State *L)
+{
+    lua_Integer before = lua_tointeger(L, lua_upvalueindex(2)), after;
+    lua_settop(L, 0);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_call(L, 0, 1);
+    if (lua_type(L, 1) == LUA_TSTRING) {
+        after = before + (lua_Integer)lua_rawlen(L, 1);
+        lua_pushinteger(L, after);
+        lua_replace(L, lua_upvalueindex(2));
+        sb_charge(L, load_cost(after) - load_cost(before));
+    }
+    return 1;
+}
+
+/* load(chunk [, name [, mode [, env]]]) made text-only, env the sandbox by
+** default; returns the cost of compiling a string chunk. */
+static lua_Integer load_args(lua_State *L)
 {
     lua_settop(L, 4);
     lua_pushliteral(L, "t");
@@ -165,39 +303,117 @@ static int sb_load(lua_State *L)
         lua_pushglobaltable(L);
         lua_replace(L, 4);
     }
-    return sb_forward(L);
-}
-
-/* A __gc finalizer would run with hooks off, out of the instruction limit. */
-static int sb_setmetatable(lua_State *L)
-{
-    if (lua_type(L, 2) == LUA_TTABLE) {
-        lua_pushliteral(L, "__gc");
-        if (lua_rawget(L, 2) != LUA_TNIL)
-            return luaL_error(L, "setmetatable: __gc is not allowed in a spec");
-        lua_pop(L, 1);
+    if (lua_type(L, 1) == LUA_TFUNCTION) {
+        lua_pushvalue(L, 1);
+        lua_pushinteger(L, 0);
+        lua_pushcclosure(L, sb_reader, 2);
+        lua_replace(L, 1);
     }
-    return sb_forward(L);
+    return lua_type(L, 1) == LUA_TSTRING ? load_cost((lua_Integer)lua_rawlen(L, 1)) : 0;
 }
 
-/* string.rep("", 2^40) loops in C for hours without running an instruction. */
-static int sb_rep(lua_State *L)
+/* A library function (upvalue 1), charged as its kind (upvalue 2) says. */
+static int sb_metered(lua_State *L)
 {
-    size_t l = 0, lsep = 0;
-    luaL_checklstring(L, 1, &l);
-    lua_Integer n = luaL_checkinteger(L, 2);
-    luaL_optlstring(L, 3, "", &lsep);
-    if (n > 0 && l + lsep == 0) {
-        lua_pushliteral(L, "");
-        return 1;
+    int kind = (int)lua_tointeger(L, lua_upvalueindex(2)), n = lua_gettop(L);
+    lua_Integer cost = n, reps = 0;
+    for (int i = kind & M_SKIP1 ? 2 : 1; i <= n; i++)
+        if (lua_type(L, i) == LUA_TSTRING)
+            cost += (lua_Integer)lua_rawlen(L, i);
+    if (kind & (M_INSERT | M_REMOVE | M_CONCAT | M_SORT))
+        cost += table_work(L, kind);
+    else if (kind & M_LOAD)
+        cost += load_args(L);
+    else if (kind & M_GC) {
+        static const char *const opts[] = {"collect", "count", "step", "isrunning", NULL};
+        int o = luaL_checkoption(L, 1, "collect", opts);
+        cost += o == 0 || o == 2 ? (lua_Integer)(sb_of(L)->used / BYTES_PER_STEP) : 0;
+    } else if (kind & M_REP) {
+        size_t l = 0, lsep = 0;
+        luaL_checklstring(L, 1, &l);
+        reps = luaL_checkinteger(L, 2);
+        luaL_optlstring(L, 3, "", &lsep);
+        if (reps > 0 && l + lsep == 0) { /* rep("", 2^40) loops in C for nothing */
+            lua_pushliteral(L, "");
+            return 1;
+        }
     }
-    return sb_forward(L);
+    sb_charge(L, cost);
+    if (kind & M_FORWARD) {
+        lua_pushvalue(L, lua_upvalueindex(1));
+        lua_insert(L, 1);
+        lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+        n = lua_gettop(L);
+    } else /* called in this frame, so that its errors name it and its caller */
+        n = lua_tocfunction(L, lua_upvalueindex(1))(L);
+    sb_charge(L, (kind & M_RESULTS ? n : 0) + (kind & M_REP ? reps : 0));
+    return n;
 }
 
-static int sb_noop(lua_State *L)
+/* Library functions that differ from "charged for arguments and bytes";
+** lib "" is the base library. Removed: patterns (backtracking and
+** #s x #p scans in C), pack/unpack formats, table.move (any integer range),
+** metatables (__index chains and __call chains loop in C, __gc runs
+** outside the limits), next/pairs (next() scans empty slots), utf8.codes. */
+static const struct {
+    const char *lib, *name;
+    int kind;
+} patches[] = {
+    {"", "dofile", M_DROP},
+    {"", "loadfile", M_DROP},
+    {"", "getmetatable", M_DROP},
+    {"", "setmetatable", M_DROP},
+    {"", "next", M_DROP},
+    {"", "pairs", M_DROP},
+    {"", "load", M_LOAD},
+    {"", "collectgarbage", M_GC},
+    {"string", "dump", M_DROP},
+    {"string", "find", M_DROP},
+    {"string", "match", M_DROP},
+    {"string", "gmatch", M_DROP},
+    {"string", "gsub", M_DROP},
+    {"string", "pack", M_DROP},
+    {"string", "packsize", M_DROP},
+    {"string", "unpack", M_DROP},
+    {"string", "len", M_SKIP1},
+    {"string", "sub", M_SKIP1},
+    {"string", "byte", M_SKIP1 | M_RESULTS},
+    {"string", "rep", M_REP},
+    {"table", "move", M_DROP},
+    {"table", "insert", M_INSERT},
+    {"table", "remove", M_REMOVE},
+    {"table", "concat", M_CONCAT},
+    {"table", "sort", M_SORT},
+    {"table", "unpack", M_RESULTS},
+    {"utf8", "codes", M_DROP},
+    {"utf8", "codepoint", M_RESULTS},
+};
+
+/* Meters (or drops) every C function in the table on top, library lib. */
+static void meter_table(lua_State *L, const char *lib)
 {
-    (void)L;
-    return 0;
+    int t = lua_gettop(L);
+    for (lua_pushnil(L); lua_next(L, t); lua_pop(L, 1)) {
+        if (lua_type(L, -2) != LUA_TSTRING || !lua_iscfunction(L, -1))
+            continue;
+        int kind = 0;
+        for (size_t i = 0; i < sizeof patches / sizeof patches[0]; i++)
+            if (strcmp(patches[i].lib, lib) == 0 && strcmp(patches[i].name, lua_tostring(L, -2)) == 0)
+                kind = patches[i].kind;
+        lua_pushvalue(L, -2); /* [key, fn] -> [key, fn, key, value] */
+        if (kind & M_DROP)
+            lua_pushnil(L);
+        else {
+            lua_pushvalue(L, -2);
+            if (lua_getupvalue(L, -1, 1)) { /* math.random's state */
+                lua_pop(L, 1);
+                kind |= M_FORWARD;
+            }
+            lua_pushinteger(L, kind);
+            lua_pushcclosure(L, sb_metered, 2);
+        }
+        lua_rawset(L, t); /* an existing field: the traversal goes on */
+    }
 }
 
 /* Opens the safe libraries and patches them (protected: it allocates). */
@@ -207,36 +423,19 @@ static int sb_open(lua_State *L)
         {LUA_GNAME, luaopen_base},       {LUA_STRLIBNAME, luaopen_string}, {LUA_TABLIBNAME, luaopen_table},
         {LUA_MATHLIBNAME, luaopen_math}, {LUA_UTF8LIBNAME, luaopen_utf8},
     };
-    /* library ("" = base), name, replacement closed over the original (or nil);
-    ** table.move loops in C over any integer range. */
-    static const struct {
-        const char *lib, *name;
-        lua_CFunction fn;
-    } patches[] = {
-        {"", "dofile", NULL},
-        {"", "loadfile", NULL},
-        {"", "print", sb_noop},
-        {"", "pcall", sb_pcall},
-        {"", "xpcall", sb_xpcall},
-        {"", "load", sb_load},
-        {"", "setmetatable", sb_setmetatable},
-        {"string", "dump", NULL},
-        {"string", "rep", sb_rep},
-        {"table", "move", NULL},
-    };
-    for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++)
+    static const luaL_Reg own[] = {{"print", sb_noop}, {"pcall", sb_pcall}, {"xpcall", sb_xpcall}};
+    for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++) {
         luaL_requiref(L, libs[i].name, libs[i].func, 1);
-    for (size_t i = 0; i < sizeof patches / sizeof patches[0]; i++) {
+        meter_table(L, i ? libs[i].name : "");
         lua_settop(L, 0);
-        lua_pushglobaltable(L);
-        if (patches[i].lib[0])
-            lua_getfield(L, -1, patches[i].lib);
-        if (patches[i].fn) {
-            lua_getfield(L, -1, patches[i].name);
-            lua_pushcclosure(L, patches[i].fn, 1);
-        } else
-            lua_pushnil(L);
-        lua_setfield(L, -2, patches[i].name);
+    }
+    lua_pushliteral(L, ""); /* the string metatable's arithmetic (coercion) */
+    lua_getmetatable(L, 1);
+    meter_table(L, "string metatable");
+    lua_settop(L, 0);
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
+        lua_pushcfunction(L, own[i].func);
+        lua_setglobal(L, own[i].name);
     }
     /* A fixed seed: a spec using math.random expands the same way each run. */
     lua_getglobal(L, LUA_MATHLIBNAME);
@@ -259,30 +458,43 @@ int at_sandbox_fail(at_sandbox *sb, int status, const char *msg)
     return at_fail(status, "%s: %s", sb->name, msg);
 }
 
+/* Runs unprotected: it creates no Lua object (allocation could not fail
+** safely here), so numbers and type names are written into C buffers. */
 int at_sandbox_failure(at_sandbox *sb, int status, const char *context)
 {
     lua_State *L = sb->L;
-    char msg[1024];
-    const char *text;
+    char msg[1024], buf[96];
+    const char *text = buf;
     sb_mem_trip(sb, status);
     if (sb->tripped != TRIP_NONE)
         text = sb->trip_msg;
     else if (status == LUA_ERRMEM) {
         lua_settop(L, 0);
         return at_fail(AT_ERR_NOMEM, "%s: lua: out of memory", sb->name);
-    } else if (lua_type(L, -1) == LUA_TSTRING || lua_type(L, -1) == LUA_TNUMBER)
-        text = lua_tostring(L, -1);
-    else /* not __tostring: it would run spec code unprotected */
-        text = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, -1));
-    snprintf(msg, sizeof msg, "%s%s", text, context);
+    } else if (lua_type(L, -1) == LUA_TSTRING)
+        text = lua_tolstring(L, -1, NULL); /* already a string: converts nothing */
+    else if (lua_isinteger(L, -1))
+        snprintf(buf, sizeof buf, LUA_INTEGER_FMT, (LUAI_UACINT)lua_tointeger(L, -1));
+    else if (lua_type(L, -1) == LUA_TNUMBER) {
+        snprintf(buf, sizeof buf, LUA_NUMBER_FMT, (LUAI_UACNUMBER)lua_tonumber(L, -1));
+        if (buf[strspn(buf, "-0123456789")] == '\0') /* as Lua writes 1.0 */
+            strcat(buf, ".0");
+    } else /* not __tostring: it would run spec code unprotected */
+        snprintf(buf, sizeof buf, "(error object is a %s value)", luaL_typename(L, -1));
+    snprintf(msg, sizeof msg, "%.*s%s", (int)(sizeof msg - 1), text, context);
     return at_sandbox_fail(sb, AT_ERR_SPEC, msg);
 }
 
 /* ----------------------------------------------------- state and calls */
 
-int at_sandbox_pcall(at_sandbox *sb, int nargs, int nresults, const char *src)
+int at_sandbox_pcall(at_sandbox *sb, int nargs, int nresults, const char *src, const char *what)
 {
-    at_sandbox_reset(sb, src);
+    sb_reset_call(sb, src);
+    sb->total = 0;
+    sb->late = 0;
+    sb->deadline = sb_now() + TIME_LIMIT_S;
+    sb->what = what;
+    sb->gen++;
     return lua_pcall(sb->L, nargs, nresults, 0);
 }
 
@@ -300,7 +512,7 @@ int at_sandbox_open(const char *name, at_sandbox **out)
         return at_fail(AT_ERR_NOMEM, "spec: cannot create a Lua state");
     }
     lua_pushcfunction(sb->L, sb_open);
-    int status = at_sandbox_pcall(sb, 0, 0, NULL);
+    int status = at_sandbox_pcall(sb, 0, 0, NULL, "setup");
     if (status != LUA_OK) {
         int rc = at_sandbox_failure(sb, status, "");
         at_sandbox_close(sb);
@@ -315,7 +527,7 @@ int at_sandbox_run(at_sandbox *sb, const char *src, size_t len, const char *chun
     int status = luaL_loadbufferx(sb->L, src, len, chunkname, "t");
     if (status == LUA_OK) {
         lua_sethook(sb->L, sb_hook, LUA_MASKCOUNT | LUA_MASKLINE, HOOK_EVERY);
-        status = at_sandbox_pcall(sb, 0, 1, sb->name);
+        status = at_sandbox_pcall(sb, 0, 1, sb->name, "load");
     }
     return status == LUA_OK ? AT_OK : at_sandbox_failure(sb, status, "");
 }
@@ -359,7 +571,10 @@ void at_sandbox_call_fn(at_sandbox *sb, const at_sandbox_fn *fn, int nargs)
     lua_State *L = sb->L;
     lua_rawgeti(L, LUA_REGISTRYINDEX, fn->ref);
     lua_insert(L, -nargs - 1);
-    at_sandbox_reset(sb, fn->src); /* the instruction limit counts per call */
+    sb_reset_call(sb, fn->src); /* a fresh budget per call; the whole one goes on */
+    sb_spend(sb, CALL_STEPS);
+    if (sb_over(sb))
+        sb_raise(L, sb, fn->where);
     lua_call(L, nargs, 1);
 }
 
@@ -370,15 +585,43 @@ int at_sandbox_rawfield(lua_State *L, int t, const char *key)
     return lua_rawget(L, t);
 }
 
+/* Registry key of is_list's memo (weak keys): table -> entry point * 2 +
+** answer. A traversal also walks a table's empty slots, and one table may
+** be listed thousands of times (shared params): each is walked once per
+** entry point. */
+static const char memo_key = 'm';
+
 int at_sandbox_is_list(lua_State *L, int t)
 {
-    lua_Integer n = 0;
+    lua_Integer n = 0, stamp = sb_of(L)->gen * 2;
     t = lua_absindex(L, t);
     if (lua_type(L, t) != LUA_TTABLE)
         return 0;
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &memo_key) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_createtable(L, 0, 1);
+        lua_pushliteral(L, "k");
+        lua_setfield(L, -2, "__mode");
+        lua_setmetatable(L, -2);
+        lua_pushvalue(L, -1);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &memo_key);
+    }
+    lua_pushvalue(L, t);
+    if (lua_rawget(L, -2) == LUA_TNUMBER && (lua_tointeger(L, -1) & ~(lua_Integer)1) == stamp) {
+        n = lua_tointeger(L, -1) & 1;
+        lua_pop(L, 2);
+        return (int)n;
+    }
+    lua_pop(L, 1);
     for (lua_pushnil(L); lua_next(L, t); lua_pop(L, 1))
         n++;
-    return n == (lua_Integer)lua_rawlen(L, t);
+    int list = n == (lua_Integer)lua_rawlen(L, t);
+    lua_pushvalue(L, t);
+    lua_pushinteger(L, stamp + list);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+    return list;
 }
 
 const char *at_sandbox_tostring(lua_State *L, size_t max)

@@ -1,8 +1,10 @@
 /*
 ** sandbox.h — internal (not part of autotune.h): the Lua state a search spec
 ** runs in, and the only ways spec.c calls into it or reads its values.
-** Invariant: spec code runs only under at_sandbox_pcall, each call into Lua
-** on a fresh budget, and C reads spec values without running spec code.
+** Invariant: spec code runs only under at_sandbox_pcall (one top-level entry
+** point: one whole instruction budget), each call into Lua also on a fresh
+** per-call budget, work done in C charged to both, and C reads spec values
+** without running spec code.
 */
 #ifndef AT_SANDBOX_H
 #define AT_SANDBOX_H
@@ -40,15 +42,16 @@ lua_State *at_sandbox_state(const at_sandbox *sb);
 ** stack, or the status of at_sandbox_failure. Call it once, first. */
 int at_sandbox_run(at_sandbox *sb, const char *src, size_t len, const char *chunkname);
 
-/* Starts a fresh instruction budget before a call into Lua; src names the
-** called function's chunk (for a memory error's position), or is NULL. */
-void at_sandbox_reset(at_sandbox *sb, const char *src);
-
-/* lua_pcall of the function below the nargs values on top, with a fresh
-** budget (src as for at_sandbox_reset). Returns lua_pcall's status (LUA_*,
-** not AT_*): on LUA_OK nresults values are on top, else the error object is,
-** for at_sandbox_failure. */
-int at_sandbox_pcall(at_sandbox *sb, int nargs, int nresults, const char *src);
+/* lua_pcall of the function below the nargs values on top: one top-level
+** entry point (a load, an expansion, a bytes call). It starts the whole
+** budget (100M instructions for everything the entry point runs) and a
+** per-call one (50M); src names the called function's chunk (for a memory
+** error's position) or is NULL, what names the entry point in the whole
+** budget's message ("instruction limit exceeded (whole expansion)").
+** Library functions and allocation charge the C work they do to both.
+** Returns lua_pcall's status (LUA_*, not AT_*): on LUA_OK nresults values
+** are on top, else the error object is, for at_sandbox_failure. */
+int at_sandbox_pcall(at_sandbox *sb, int nargs, int nresults, const char *src, const char *what);
 
 /* Turns a failed at_sandbox_pcall (status, error object on top) into
 ** AT_ERR_SPEC with "path:line: message" followed by context (may be ""),
@@ -69,8 +72,9 @@ int at_sandbox_fail(at_sandbox *sb, int status, const char *msg);
 ** caller to name the field. */
 int at_sandbox_take_fn(at_sandbox *sb, at_sandbox_fn *fn, int optional);
 
-/* Calls fn on the nargs values on top with a fresh budget, unprotected
-** (inside the caller's pcall), leaving one result. */
+/* Calls fn on the nargs values on top with a fresh per-call budget (the
+** entry point's whole budget goes on), unprotected (inside the caller's
+** pcall), leaving one result. */
 void at_sandbox_call_fn(at_sandbox *sb, const at_sandbox_fn *fn, int nargs);
 
 /* The reads below run no spec code: raw access, no __tostring. */
@@ -79,7 +83,7 @@ void at_sandbox_call_fn(at_sandbox *sb, const at_sandbox_fn *fn, int nargs);
 int at_sandbox_rawfield(lua_State *L, int t, const char *key);
 
 /* 1 when t is a table whose keys are exactly 1..#t, so that no entry is
-** ignored; else 0. */
+** ignored; else 0. Each table is walked once per entry point (memoized). */
 int at_sandbox_is_list(lua_State *L, int t);
 
 /* The value on top as a string of 1..max-1 bytes without NULs, or NULL;

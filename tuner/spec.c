@@ -17,9 +17,11 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-#define MAX_FILE ((size_t)8 << 20) /* larger spec files are refused */
+#define MAX_FILE ((size_t)128 << 10) /* larger specs are refused: compiling is superlinear */
 #define MAX_CANDIDATES 1000000.0
-#define MAX_VALUES 4096 /* per parameter */
+#define MAX_VALUES 4096      /* per parameter */
+#define MAX_CONS 1000        /* per strategy */
+#define MAX_CONS_TOTAL 10000 /* in all strategies */
 #define MAX_SMEM (227 * 1024)
 #define TEMPLATE_LEN 128 /* at_winner.template_name */
 #define OP_LEN 24        /* at_key.op */
@@ -64,6 +66,8 @@ typedef struct body {
     const at_candidate *cur;
     const char *phase, *phase_name;
     char who[96]; /* "strategy 2 (splitk)" while validating it */
+    double space; /* candidates in the strategies validated so far */
+    int ncons;    /* their constraints */
     int status;
     char msg[768];
     double bytes;
@@ -94,14 +98,15 @@ static int body_fail(body *b, const char *fmt, ...)
     return lua_error(b->L); /* the object is unused: b->status wins */
 }
 
-/* Calls fn(b, args...) protected, with the nargs values on top as args. */
-static int run_body(at_spec *sp, lua_CFunction fn, body *b, int nargs)
+/* Calls fn(b, args...) protected, with the nargs values on top as args: one
+** entry point, named what in the whole instruction budget's message. */
+static int run_body(at_spec *sp, lua_CFunction fn, body *b, int nargs, const char *what)
 {
     lua_State *L = b->L = at_sandbox_state(sp->sb);
     lua_pushcfunction(L, fn);
     lua_pushlightuserdata(L, b);
     lua_rotate(L, -nargs - 2, 2);
-    int status = at_sandbox_pcall(sp->sb, nargs + 1, 0, NULL);
+    int status = at_sandbox_pcall(sp->sb, nargs + 1, 0, NULL, what);
     if (b->status != AT_OK)
         return at_sandbox_fail(sp->sb, b->status, b->msg);
     if (status == LUA_OK)
@@ -149,6 +154,30 @@ static void check_fields(body *b, int t, const char *const *known)
     }
 }
 
+static int cmp_int64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* 1 with *twice set when v[0..n) holds a value twice (found in a sorted
+** copy: pairwise, 4096 values in each of thousands of params are slow), 0
+** when not, -1 when out of memory. */
+static int find_repeat(const int64_t *v, int n, int64_t *twice)
+{
+    int64_t *s = malloc((size_t)n * sizeof *s);
+    int i = 1;
+    if (!s)
+        return -1;
+    memcpy(s, v, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, cmp_int64);
+    while (i < n && s[i] != s[i - 1])
+        i++;
+    *twice = i < n ? s[i] : 0;
+    free(s);
+    return i < n;
+}
+
 /* params[i] = {"TP_NAME", {v1, v2, ...}}, on top of the stack (popped). */
 static void load_param(body *b, spec_strategy *st, int i)
 {
@@ -165,9 +194,8 @@ static void load_param(body *b, spec_strategy *st, int i)
         if (strcmp(st->params[j].name, name) == 0)
             body_fail(b, "params[%d] repeats %s", i, name);
     strcpy(pm->name, name);
-    lua_rawgeti(L, e, 2);
-    size_t n = lua_rawlen(L, -1);
-    if (!at_sandbox_is_list(L, -1) || n == 0 || n > MAX_VALUES)
+    size_t n = lua_rawgeti(L, e, 2) == LUA_TTABLE ? lua_rawlen(L, -1) : 0;
+    if (n == 0 || n > MAX_VALUES || !at_sandbox_is_list(L, -1))
         body_fail(b, "params[%d] (%s) values must be a list of 1..%d integers", i, name, MAX_VALUES);
     if (!(pm->values = malloc(n * sizeof *pm->values))) { /* the spec owns it at once */
         b->status = AT_ERR_NOMEM;
@@ -180,10 +208,15 @@ static void load_param(body *b, spec_strategy *st, int i)
         lua_pop(L, 1);
         if (!isint)
             body_fail(b, "params[%d] (%s) values must be integers", i, name);
-        for (int j = 0; j < k; j++) /* a repeat would repeat candidates */
-            if (pm->values[j] == pm->values[k])
-                body_fail(b, "params[%d] (%s) lists %lld twice", i, name, (long long)pm->values[k]);
         pm->nvalues = k + 1;
+    }
+    int64_t twice;
+    int rc = find_repeat(pm->values, pm->nvalues, &twice); /* a repeat would repeat candidates */
+    if (rc > 0)
+        body_fail(b, "params[%d] (%s) lists %lld twice", i, name, (long long)twice);
+    if (rc < 0) {
+        b->status = AT_ERR_NOMEM;
+        body_fail(b, "out of memory");
     }
     lua_settop(L, e - 1);
 }
@@ -196,8 +229,11 @@ static void load_constraints(body *b, spec_strategy *st)
     if (!nil && !at_sandbox_is_list(L, ct))
         body_fail(b, "constraints must be a list of {name, function}");
     int n = nil ? 0 : (int)lua_rawlen(L, ct);
-    if (n > 1000)
-        body_fail(b, "more than 1000 constraints");
+    if (n > MAX_CONS)
+        body_fail(b, "more than %d constraints", MAX_CONS);
+    b->ncons += n;
+    if (b->ncons > MAX_CONS_TOTAL)
+        body_fail(b, "more than %d constraints in all strategies", MAX_CONS_TOTAL);
     if (!(st->cons = calloc(n ? (size_t)n : 1, sizeof *st->cons))) {
         b->status = AT_ERR_NOMEM;
         body_fail(b, "out of memory");
@@ -265,7 +301,11 @@ static void load_strategy(body *b, int s, int si)
         load_param(b, st, i);
         st->nparams = i;
         st->size *= st->params[i - 1].nvalues;
+        if (b->space + st->size > MAX_CANDIDATES) /* before reading more */
+            body_fail(b, "space too large: %.0f candidates%s (limit %.0f)", b->space + st->size,
+                      b->space > 0 ? " with the strategies before" : "", MAX_CANDIDATES);
     }
+    b->space += st->size;
     at_sandbox_rawfield(L, s, "constraints");
     load_constraints(b, st);
     at_sandbox_fn *dst[] = {&st->grid, &st->block, &st->smem};
@@ -324,12 +364,13 @@ static int load_chunk(const char *src, size_t len, const char *chunkname, const 
         return at_fail(AT_ERR_NOMEM, "spec: out of memory");
     }
     memcpy(sp->path, display, dlen + 1);
-    int rc = at_sandbox_open(sp->path, &sp->sb);
+    int rc = len > MAX_FILE ? at_fail(AT_ERR_SPEC, "%s: spec larger than %zu KiB", display, MAX_FILE >> 10)
+                            : at_sandbox_open(sp->path, &sp->sb);
     if (rc == AT_OK)
         rc = at_sandbox_run(sp->sb, src, len, chunkname);
     if (rc == AT_OK) {
         body b = {.sp = sp};
-        rc = run_body(sp, load_body, &b, 1);
+        rc = run_body(sp, load_body, &b, 1, "load");
     }
     if (rc != AT_OK) {
         at_spec_free(sp);
@@ -368,8 +409,6 @@ int at_spec_load(const char *path, at_spec **out)
     size_t len = fread(buf, 1, MAX_FILE + 1, f);
     if (ferror(f))
         rc = at_fail(AT_ERR_IO, "cannot read spec %s: %s", path, strerror(errno));
-    else if (len > MAX_FILE)
-        rc = at_fail(AT_ERR_SPEC, "%s: spec larger than %zu MiB", path, MAX_FILE >> 20);
     else {
         name[0] = '@'; /* Lua then reports "path:line:" */
         strcpy(name + 1, path);
@@ -527,8 +566,9 @@ static void eval_candidate(body *b, const spec_strategy *st, at_candidate *k)
                       "or a reason string)",
                       ct->name, lua_typename(L, t));
         snprintf(k->pruned_by, sizeof k->pruned_by, "%s", ct->name);
-        if (t == LUA_TSTRING)
-            snprintf(k->prune_reason, sizeof k->prune_reason, "%s", lua_tostring(L, -1));
+        if (t == LUA_TSTRING) /* %.*s: "%s" would measure a long reason whole */
+            snprintf(k->prune_reason, sizeof k->prune_reason, "%.*s", (int)sizeof k->prune_reason - 1,
+                     lua_tostring(L, -1));
         lua_settop(L, base);
         return;
     }
@@ -588,7 +628,7 @@ int at_spec_expand(at_spec *spec, const at_problem *pb, at_candidate **out, int 
     double total = 0;
     for (int s = 0; s < spec->nstrategies; s++)
         total += spec->strategies[s].size;
-    if (total < 1) /* load refuses this already */
+    if (total < 1) /* load refuses these already */
         return at_fail(AT_ERR_SPEC, "%s: the search space is empty", spec->path);
     if (total > MAX_CANDIDATES)
         return at_fail(AT_ERR_SPEC, "%s: space too large: %.0f candidates (limit %.0f)", spec->path, total,
@@ -597,7 +637,7 @@ int at_spec_expand(at_spec *spec, const at_problem *pb, at_candidate **out, int 
     if (!cands)
         return at_fail(AT_ERR_NOMEM, "spec: cannot allocate %.0f candidates", total);
     body b = {.sp = spec, .pb = pb, .cands = cands};
-    int rc = run_body(spec, expand_body, &b, 0);
+    int rc = run_body(spec, expand_body, &b, 0, "expansion");
     if (rc != AT_OK) {
         free(cands);
         return rc;
@@ -628,7 +668,7 @@ int at_spec_bytes(at_spec *spec, const at_problem *pb, double *bytes)
     if (!spec || !pb || !bytes)
         return at_fail(AT_ERR_USAGE, "spec: NULL argument to at_spec_bytes");
     body b = {.sp = spec, .pb = pb};
-    int rc = run_body(spec, bytes_body, &b, 0);
+    int rc = run_body(spec, bytes_body, &b, 0, "bytes call");
     if (rc == AT_OK)
         *bytes = b.bytes;
     return rc;
