@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#define REPLAY_TIMEOUT 60 /* seconds per input: the sandbox stops a spec after 20 s */
+#define REPLAY_TIMEOUT 30 /* seconds per input: run.sh's sandbox stops a spec after 2 s */
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
