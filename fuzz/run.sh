@@ -56,20 +56,33 @@ for h in "${harnesses[@]}"; do
 done
 echo "fuzz: built in $(($(date +%s) - t0)) s"
 
-# ---- replay: the committed corpus and every saved regression, no libFuzzer;
-# a failure is reported at the end, after fuzzing
+# The seeds of a harness: its corpus, its regressions, and for the spec
+# loader the project's own specs and spec fixtures, read where they live (no
+# copies to drift out of date).
+seeds() {
+  local f
+  for f in "fuzz/corpus/$1"/* "fuzz/regressions/$1"/*; do
+    [ -f "$f" ] && echo "$f"
+  done
+  if [ "$1" = spec ]; then
+    for f in search/*.lua tests/fixtures/spec_*.lua; do
+      [ -f "$f" ] && echo "$f"
+    done
+  fi
+  return 0
+}
+
+# ---- replay: every seed and every saved regression, no libFuzzer; a
+# failure is reported at the end, after fuzzing
 failed=0
 for h in "${harnesses[@]}"; do
-  inputs=()
-  for f in "fuzz/corpus/$h"/* "fuzz/regressions/$h"/*; do
-    [ -f "$f" ] && inputs+=("$f")
-  done
+  mapfile -t inputs < <(seeds "$h")
   if ! "$out/replay_$h" "${inputs[@]}" >"$out/replay_$h.log" 2>&1; then
     echo "replay_$h: FAILED on a committed input (log: $out/replay_$h.log):"
     tail -n 20 "$out/replay_$h.log" | sed 's/^/  /'
     failed=1
   else
-    echo "replay_$h: ${#inputs[@]} corpus + regression inputs pass"
+    echo "replay_$h: ${#inputs[@]} seed + regression inputs pass"
   fi
 done
 
@@ -79,8 +92,10 @@ run_one() {
   local dir="$out/$h"
   rm -rf "$dir"
   mkdir -p "$dir/corpus"
-  cp fuzz/corpus/"$h"/* "$dir/corpus/"
-  cp fuzz/regressions/"$h"/* "$dir/corpus/" 2>/dev/null || true
+  local f i=0
+  while read -r f; do # flat names: two seeds may share a basename
+    cp "$f" "$dir/corpus/$((i++))_$(basename "$f")"
+  done < <(seeds "$h")
   # shellcheck disable=SC2086
   "$out/fuzz_$h" "${fuzz_flags[@]}" ${extra[$h]} -max_total_time="$secs" \
     -artifact_prefix="$dir/" "$dir/corpus" >"$dir/fuzz.log" 2>&1
