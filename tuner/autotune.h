@@ -129,6 +129,8 @@ int at_spec_load_string(const char *source, const char *chunkname, at_spec **out
 void at_spec_free(at_spec *spec); /* NULL is a no-op */
 
 const char *at_spec_op(const at_spec *spec);
+/* Lower-case hex sha256 of the spec's source text, as loaded. */
+const char *at_spec_sha256(const at_spec *spec);
 int at_spec_nstrategies(const at_spec *spec);
 const char *at_spec_strategy_name(const at_spec *spec, int i);
 const char *at_spec_strategy_template(const at_spec *spec, int i); /* "gemv/gemv_warp_row.cu" */

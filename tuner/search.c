@@ -43,35 +43,11 @@ static void compile_progress(void *arg, int done, int total)
     progress_line(arg, "compile", done, total, NULL);
 }
 
-static int read_text(const char *path, char **out)
-{
-    FILE *f = fopen(path, "rb");
-    long n;
-    *out = NULL;
-    if (!f)
-        return at_fail(AT_ERR_SPEC, "cannot read spec %s: %s", path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0 ||
-        n > (4L << 20)) {
-        fclose(f);
-        return at_fail(AT_ERR_SPEC, "cannot read spec %s: not a regular file of at most 4 MiB", path);
-    }
-    *out = malloc((size_t)n + 1);
-    if (!*out || fread(*out, 1, (size_t)n, f) != (size_t)n) {
-        fclose(f);
-        free(*out);
-        *out = NULL;
-        return at_fail(AT_ERR_IO, "cannot read spec %s", path);
-    }
-    (*out)[n] = '\0';
-    fclose(f);
-    return AT_OK;
-}
-
 /* sha256 over the spec and every file that can change a compiled kernel:
 ** each template the spec names and the shared headers. [CACHE_KEY] */
-static int space_digest(at_spec *spec, const char *spec_text, at_templates *tpl, char hex[65])
+static int space_digest(at_spec *spec, at_templates *tpl, char hex[65])
 {
-    size_t cap = strlen(spec_text) + 1, len = 0;
+    size_t cap = 80, len = 0;
     char *buf;
     const char *src;
     int rc;
@@ -85,7 +61,7 @@ static int space_digest(at_spec *spec, const char *spec_text, at_templates *tpl,
         cap += strlen(at_templates_header_source(tpl, i)) + 256;
     if (!(buf = malloc(cap)))
         return at_fail(AT_ERR_NOMEM, "out of memory");
-    len += (size_t)snprintf(buf + len, cap - len, "%s", spec_text);
+    len += (size_t)snprintf(buf + len, cap - len, "spec %s", at_spec_sha256(spec));
     for (int i = 0; i < ns; i++) {
         at_templates_source(tpl, at_spec_strategy_template(spec, i), &src);
         len += (size_t)snprintf(buf + len, cap - len, "\n--template %s\n%s",
@@ -706,7 +682,7 @@ static int device_ceilings(run *r)
 int at_search_run(const at_search_opts *o, at_search_result *res)
 {
     run r = {.o = o, .res = res};
-    char *spec_text = NULL, opts[160];
+    char opts[160];
     double t0 = now_s();
     int rc;
 
@@ -715,16 +691,21 @@ int at_search_run(const at_search_opts *o, at_search_result *res)
     res->reps = o->reps < 5 ? 5 : o->reps;
     if (o->shape.rank != 3)
         return at_fail(AT_ERR_USAGE, "op %s takes a shape MxKxN", o->op);
-    if ((rc = read_text(o->spec_path, &spec_text)) != AT_OK ||
-        (rc = at_spec_load(o->spec_path, &r.spec)) != AT_OK)
+    if ((rc = at_spec_load(o->spec_path, &r.spec)) != AT_OK) {
+        if (rc == AT_ERR_IO) { /* for the CLI an unreadable spec is a spec error (exit 3) */
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", at_errmsg());
+            rc = at_fail(AT_ERR_SPEC, "%s", msg);
+        }
         goto done;
+    }
     if (strcmp(at_spec_op(r.spec), o->op) != 0) {
         rc = at_fail(AT_ERR_USAGE, "%s is a spec for op '%s', not '%s'", o->spec_path,
                      at_spec_op(r.spec), o->op);
         goto done;
     }
     if ((rc = at_templates_open(o->templates_root, &r.tpl)) != AT_OK ||
-        (rc = space_digest(r.spec, spec_text, r.tpl, res->key.space_sha)) != AT_OK)
+        (rc = space_digest(r.spec, r.tpl, res->key.space_sha)) != AT_OK)
         goto done;
 
     /* the device: identity first (cheap), the full context only if needed */
@@ -807,7 +788,6 @@ done:
         rc = at_fail(AT_ERR_INTERRUPTED, "interrupted: %d trial(s) stored; rerun to finish",
                      res->ncompile_failed + res->nwrong + res->ncorrect);
     }
-    free(spec_text);
     release(&r);
     if (res->rows) /* timed rows first, fastest first (jobs/mods are gone) */
         qsort(res->rows, (size_t)res->nrows, sizeof *res->rows, cmp_row_us);

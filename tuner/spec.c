@@ -51,6 +51,7 @@ struct at_spec {
     at_sandbox *sb;
     char *path; /* the file path, or the chunk name of a string spec */
     char op[OP_LEN];
+    char sha[65]; /* sha256 of the source text: part of the cache key */
     int nstrategies;
     spec_strategy *strategies;
     at_sandbox_fn bytes;
@@ -364,6 +365,7 @@ static int load_chunk(const char *src, size_t len, const char *chunkname, const 
         return at_fail(AT_ERR_NOMEM, "spec: out of memory");
     }
     memcpy(sp->path, display, dlen + 1);
+    at_sha256_hex(src, len, sp->sha);
     int rc = len > MAX_FILE ? at_fail(AT_ERR_SPEC, "%s: spec larger than %zu KiB", display, MAX_FILE >> 10)
                             : at_sandbox_open(sp->path, &sp->sb);
     if (rc == AT_OK)
@@ -438,6 +440,11 @@ void at_spec_free(at_spec *spec)
 
 /* ----------------------------------------------------------- accessors */
 /* NULL for a NULL spec or an index outside 0..nstrategies-1. */
+
+const char *at_spec_sha256(const at_spec *spec)
+{
+    return spec ? spec->sha : NULL;
+}
 
 const char *at_spec_op(const at_spec *spec)
 {
