@@ -20,7 +20,7 @@ inc=(-Ituner -I/usr/include/lua5.4 -I/usr/local/cuda/include)
 cflags=(-std=c11 -g -O1 -fno-omit-frame-pointer -D_GNU_SOURCE -Wall -Wextra -DAT_SANDBOX_TIME_LIMIT_S=2.0)
 declare -A srcs=(
   [shape]="tuner/shape.c tuner/dtype.c tuner/error.c"
-  [spec]="tuner/spec.c tuner/sandbox.c tuner/error.c"
+  [spec]="tuner/spec.c tuner/sandbox.c tuner/sha256.c tuner/error.c"
 )
 declare -A libs=([shape]="" [spec]="-llua5.4 -lm")
 # libFuzzer flags; a spec input may legitimately run 50M Lua instructions per call
