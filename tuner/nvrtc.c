@@ -36,7 +36,8 @@ static int split_options(const char *text, char *store, size_t storelen, const c
     if (strlen(text) >= storelen)
         return -1;
     strcpy(store, text);
-    for (char *p = strtok(store, " "); p; p = strtok(NULL, " ")) {
+    char *save = NULL;
+    for (char *p = strtok_r(store, " ", &save); p; p = strtok_r(NULL, " ", &save)) {
         if (n == max)
             return -1;
         argv[n++] = p;
