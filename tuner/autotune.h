@@ -341,6 +341,7 @@ typedef struct at_search_opts {
     int threads;                /* compile threads, 0 = all cores */
     int progress;               /* live progress lines on stderr */
     volatile int *interrupt;    /* set asynchronously (SIGINT): stop soon */
+    double eps;                 /* norm ops: added to mean(x^2); 0 = 1e-6 */
 } at_search_opts;
 
 /* One candidate as the run saw it. */
@@ -351,6 +352,18 @@ typedef struct at_search_row {
     double ratio;        /* baseline µs / µs */
     int final;           /* re-timed in the final round */
 } at_search_row;
+
+/* One baseline contestant as the run timed it. Baseline 0 is the one the
+** winner rule compares with (cuBLAS for gemv, the naive fused kernel for the
+** norms); the others are shown beside it (the unfused chain). */
+#define AT_MAX_BASELINES 4
+typedef struct at_search_baseline {
+    char strategy[AT_NAME_LEN]; /* "cublas", "naive", "unfused" */
+    char label[24];             /* table column: "vs cuBLAS" */
+    char what[128];             /* params column */
+    char json_name[AT_NAME_LEN];/* "cublasGemmEx", "norm_naive" */
+    double us, us_min, us_max, stream_us, gbps;
+} at_search_baseline;
 
 typedef struct at_search_result {
     at_device_info dev;
@@ -373,6 +386,11 @@ typedef struct at_search_result {
     at_winner winner;    /* stored answer (cubin owned) */
     double base_us, base_min, base_max, base_stream_us;
     double t_compile, t_verify, t_time, t_total; /* seconds */
+    /* added with the op table (issue 3) */
+    int nbaselines;      /* baselines[0] mirrors base_us ... */
+    at_search_baseline baselines[AT_MAX_BASELINES];
+    int groups;          /* graphs the copies are split over (1: one graph holds them all) */
+    double eps;          /* norm ops: the eps used; 0 for other ops */
 } at_search_result;
 
 /* Runs the whole pipeline: spec -> candidates -> NVRTC -> correctness gate
