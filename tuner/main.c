@@ -4,9 +4,11 @@
 ** exit code is an at_status (listed in --help).
 */
 #include "autotune.h"
+#include "op.h"
 #include "table.h"
 
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,11 +39,18 @@ static void usage(FILE *f)
         "with NVRTC, rejects wrong ones against an fp64 CPU reference, times the\n"
         "rest against cuBLAS with cold weights in CUDA-graph replay, and stores the\n"
         "winner in a SQLite cache. A rerun answers from the cache.\n"
+        "The norm ops are timed against a naive fused kernel (the stored answer\n"
+        "unless a tuned one beats it) and the unfused eager chain, on cold inputs.\n"
         "\n"
-        "  --op OP          gemv\n"
+        "  --op OP          gemv, rmsnorm, add_rmsnorm, gemma_rmsnorm, add_gemma_rmsnorm\n"
         "  --shape SHAPE    MxKxN for gemv: M tokens, K inputs, N outputs,\n"
         "                   y[M,N] = x[M,K] . W[N,K]^T (W row-major, as nn.Linear)\n"
+        "                   TxH for the norm ops: T tokens, H hidden;\n"
+        "                   y = x * rsqrt(mean(x^2) + eps) * w (gemma: * (1 + w));\n"
+        "                   add_*: z = x + residual is written back into residual\n"
+        "                   and normalized\n"
         "  --dtype T        bf16 (default) or fp16; accumulation is fp32\n"
+        "  --eps E          norm ops: eps, a number in (0, 1] (default 1e-6)\n"
         "  --spec FILE      search spec (default: search/OP.lua)\n"
         "  --templates DIR  template folder (default: templates/ beside the specs)\n"
         "  --db FILE        cache (default: $XDG_CACHE_HOME/autotune/tune.db,\n"
@@ -142,7 +151,28 @@ static int parse_arch(const char *v, int *out)
     return AT_OK;
 }
 
-static const char *const known_ops[] = {"gemv", NULL};
+/* "--eps": a finite number in (0, 1] that stays positive as a float. */
+static int parse_eps(const char *v, double *out)
+{
+    char *end;
+    double x;
+    if (!v)
+        return at_fail(AT_ERR_USAGE, "--eps needs a value");
+    x = strtod(v, &end);
+    if (*v == '\0' || *end != '\0' || !isfinite(x) || !(x > 0.0 && x <= 1.0) || !((float)x > 0.0f))
+        return at_fail(AT_ERR_USAGE, "--eps: '%s' is not a number in (0, 1], e.g. 1e-6", v);
+    *out = x;
+    return AT_OK;
+}
+
+/* Dimensions in a shape's text: separators + 1. */
+static int shape_dims(const char *text)
+{
+    int n = 1;
+    for (const char *p = text; *p; p++)
+        n += *p == 'x' || *p == 'X';
+    return n;
+}
 
 static int die(int rc, int json)
 {
@@ -191,6 +221,8 @@ int main(int argc, char **argv)
             rc = parse_int(a, v, 0, 1023, &o.device);
         } else if (!strcmp(a, "--arch")) {
             rc = parse_arch(v, &o.arch);
+        } else if (!strcmp(a, "--eps")) {
+            rc = parse_eps(v, &o.eps);
         } else if (!strcmp(a, "--reps")) {
             rc = parse_int(a, v, 5, 1000, &o.reps);
         } else if (!strcmp(a, "--threads")) {
@@ -218,16 +250,36 @@ int main(int argc, char **argv)
     }
     if (!o.op)
         return die(at_fail(AT_ERR_USAGE, "--op is required (see --help)"), json);
-    int known = 0;
-    for (int i = 0; known_ops[i]; i++)
-        known |= !strcmp(known_ops[i], o.op);
-    if (!known)
-        return die(at_fail(AT_ERR_USAGE, "unknown op '%s' (known: gemv)", o.op), json);
+    const at_op *op = at_op_find(o.op);
+    if (!op) {
+        char known[256] = "";
+        size_t len = 0;
+        for (int i = 0; at_op_at(i) && len < sizeof known; i++)
+            len += (size_t)snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "", at_op_at(i)->name);
+        return die(at_fail(AT_ERR_USAGE, "unknown op '%s' (known: %s)", o.op, known), json);
+    }
     if (!shape_text)
-        return die(at_fail(AT_ERR_USAGE, "--shape is required, e.g. --shape 1x2048x8192"), json);
-    if ((rc = at_dtype_parse(dtype, &o.dtype)) != AT_OK ||
-        (rc = at_shape_parse(shape_text, 3, &o.shape)) != AT_OK)
+        return die(at_fail(AT_ERR_USAGE, "--shape is required, e.g. --shape %s",
+                           op->rank == 3 ? "1x2048x8192" : "1x2048"),
+                   json);
+    if ((rc = at_dtype_parse(dtype, &o.dtype)) != AT_OK)
         return die(rc, json);
+    /* a shape of the other family: say which form this op takes */
+    if (op->rank == 2 && shape_dims(shape_text) == 3)
+        return die(at_fail(AT_ERR_USAGE,
+                           "op %s takes a TxH shape (T tokens x H hidden), e.g. 1x2048; '%s' is an MxKxN "
+                           "(gemv) shape",
+                           o.op, shape_text),
+                   json);
+    if (op->rank == 3 && shape_dims(shape_text) == 2)
+        return die(at_fail(AT_ERR_USAGE,
+                           "op %s takes an MxKxN shape, e.g. 1x2048x8192; '%s' is a TxH (norm) shape", o.op,
+                           shape_text),
+                   json);
+    if ((rc = at_shape_parse(shape_text, op->rank, &o.shape)) != AT_OK)
+        return die(rc, json);
+    if (o.eps != 0.0 && op->rank != 2)
+        return die(at_fail(AT_ERR_USAGE, "--eps applies to the norm ops, not %s", o.op), json);
     if (o.arch && !o.dry_run)
         return die(at_fail(AT_ERR_USAGE, "--arch applies to --dry-run; a real run tunes for the present GPU"),
                    json);
