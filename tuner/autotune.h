@@ -342,6 +342,7 @@ typedef struct at_search_opts {
     int progress;               /* live progress lines on stderr */
     volatile int *interrupt;    /* set asynchronously (SIGINT): stop soon */
     double eps;                 /* norm ops: added to mean(x^2); 0 = 1e-6 */
+    int verify_only;            /* stop after the correctness gate (tests): no timing, no winner */
 } at_search_opts;
 
 /* One candidate as the run saw it. */

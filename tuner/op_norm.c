@@ -129,8 +129,8 @@ static int norm_open(const at_op_env *env, at_search_result *res, void **state)
     b = &res->baselines[1];
     snprintf(b->strategy, sizeof b->strategy, "unfused");
     snprintf(b->label, sizeof b->label, "unfused");
-    snprintf(b->what, sizeof b->what, "%d kernels: %scast, square, mean, rsqrt, mul, mul w, cast",
-             s->add ? 8 : 7, s->add ? "add, " : "");
+    snprintf(b->what, sizeof b->what, "%d kernels: %scast sq mean rsqrt mul mul-w cast",
+             s->add ? 8 : 7, s->add ? "add " : "");
     snprintf(b->json_name, sizeof b->json_name, "unfused");
     return AT_OK;
 }

@@ -827,7 +827,8 @@ int at_search_run(const at_search_opts *o, at_search_result *res)
     r.gpu = NULL;
     if ((rc = at_gpu_open(o->device, 0, &r.gpu)) != AT_OK || (rc = device_ceilings(&r)) != AT_OK ||
         (rc = plan_timing(&r, r.op->copy_bytes(r.op_state))) != AT_OK ||
-        (rc = r.op->setup(r.op_state, r.gpu, r.copies)) != AT_OK || (rc = phase_verify(&r)) != AT_OK)
+        (rc = r.op->setup(r.op_state, r.gpu, r.copies)) != AT_OK || (rc = phase_verify(&r)) != AT_OK ||
+        o->verify_only)
         goto done;
     /* with nothing correct, the timing still measures the baselines, and
     ** baseline 0 then is the stored answer */
