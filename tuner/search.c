@@ -170,7 +170,7 @@ static void store_trial(run *r, at_search_row *row)
 ** two. Past that (tiny calls: a norm row of a few KiB) the copies are split
 ** into `groups` groups of `launches` copies, one graph per group, and
 ** successive replays (of any contestant) take successive groups: a group
-** is used again only after every other group was read, >= 2x L2 later. */
+** is used again only after every other group was read, >= 1.5x L2 later. */
 #define SINGLE_GRAPH 4096
 static int plan_timing(run *r, size_t wbytes)
 {
