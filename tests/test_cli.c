@@ -27,6 +27,9 @@ static void help_documents_options_and_exit_codes(void)
     CHECK_STR_HAS(o.out, "--json");
     CHECK_STR_HAS(o.out, "--force");
     CHECK_STR_HAS(o.out, "Exit codes");
+    CHECK_STR_HAS(o.out, "add_gemma_rmsnorm"); /* the norm ops, their shape and eps */
+    CHECK_STR_HAS(o.out, "TxH");
+    CHECK_STR_HAS(o.out, "--eps");
     cli_run("--version", &o);
     CHECK_EQ_INT(o.code, 0);
     CHECK_STR_HAS(o.out, AT_TUNER_VERSION);

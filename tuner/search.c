@@ -241,10 +241,20 @@ static void contest_free(run *r, contest *t)
     t->ngr = 0;
 }
 
-/* Captures c's graphs (one per copy group) into *t. */
+/* One replay of t, on the next copy group: µs per launch. */
+static int contest_replay(run *r, contest *t, double *us)
+{
+    int g = (int)(r->turn++ % (unsigned)t->ngr);
+    return at_graph_time(r->gpu, &t->gr[g], us);
+}
+
+/* Captures c's graphs (one per copy group) into *t and replays each once
+** (warm-up: a graph's first launch uploads it), in turn order, so the
+** next replay finds the group read longest ago. */
 static int contest_build(run *r, const at_contestant *c, contest *t)
 {
     int rc = AT_OK;
+    double us;
     memset(t, 0, sizeof *t);
     t->r = r;
     t->c = *c;
@@ -253,14 +263,9 @@ static int contest_build(run *r, const at_contestant *c, contest *t)
     for (int g = 0; g < r->groups && rc == AT_OK; g++, t->ngr++)
         rc = at_graph_build(r->gpu, contest_enqueue, t, g * r->res->launches, r->copies, r->res->launches,
                             &t->gr[g]);
+    for (int g = 0; g < r->groups && rc == AT_OK; g++)
+        rc = contest_replay(r, t, &us);
     return rc;
-}
-
-/* One replay of t, on the next copy group: µs per launch. */
-static int contest_replay(run *r, contest *t, double *us)
-{
-    int g = (int)(r->turn++ % (unsigned)t->ngr);
-    return at_graph_time(r->gpu, &t->gr[g], us);
 }
 
 /* Replays the candidate's graph and the `nb` baselines' `reps` times,
@@ -268,10 +273,7 @@ static int contest_replay(run *r, contest *t, double *us)
 static int time_interleaved(run *r, const at_contestant *c, int reps, double *cand, int nb, double **base)
 {
     contest t;
-    double us;
-    int rc = contest_build(r, c, &t);
-    if (rc == AT_OK)
-        rc = contest_replay(r, &t, &us); /* warm-up */
+    int rc = contest_build(r, c, &t); /* and warms it up */
     for (int i = 0; i < reps && rc == AT_OK; i++) {
         rc = contest_replay(r, &t, &cand[i]);
         for (int b = 0; b < nb && rc == AT_OK; b++)
@@ -444,7 +446,7 @@ static int phase_time(run *r)
     int reps = res->reps, rc = AT_OK, done = 0;
     double *cand = malloc((size_t)reps * sizeof(double));
     double *base = malloc((size_t)reps * sizeof(double));
-    double t0 = now_s(), us;
+    double t0 = now_s();
     char best[96] = "";
     if (!cand || !base) {
         free(cand);
@@ -453,8 +455,7 @@ static int phase_time(run *r)
     }
     for (int b = 0; b < res->nbaselines && rc == AT_OK; b++) {
         at_contestant c = {.baseline = b};
-        if ((rc = contest_build(r, &c, &r->base[b])) == AT_OK)
-            rc = contest_replay(r, &r->base[b], &us); /* warm-up */
+        rc = contest_build(r, &c, &r->base[b]); /* and warms it up */
     }
     if (rc != AT_OK)
         goto done;
