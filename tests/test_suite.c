@@ -7,6 +7,7 @@
 ** SQLite cache without losing a row (a fake worker: no GPU needed).
 */
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -200,10 +201,355 @@ static void files_and_fields(void)
     rmdir(dir);
 }
 
+
+/* ---------------------------------------------------------- the pool */
+
+typedef struct item_result {
+    int item, pid;
+} item_result;
+
+typedef struct pool_log {
+    int seen[256];      /* done() calls per item */
+    int lost[256];      /* of those, workers that died */
+    int pids[256];
+    int stop_after;     /* set *flag after this many answers (0: never) */
+    volatile int *flag;
+    int answers;
+    const char *path;   /* the workers' own log: one line per item done */
+    int crash_item, restart_item;
+} pool_log;
+
+static pool_log plog;
+
+static int log_work(void *arg, int slot, int item, void *result)
+{
+    pool_log *l = arg;
+    item_result *r = result;
+    (void)slot;
+    if (item == l->crash_item)
+        abort(); /* a candidate that takes the process down */
+    usleep((useconds_t)(1000 * (item % 4)));
+    char line[64];
+    int fd = open(l->path, O_WRONLY | O_APPEND | O_CREAT, 0644);
+    int len = snprintf(line, sizeof line, "%d %d\n", item, (int)getpid());
+    if (fd >= 0) {
+        ssize_t w = write(fd, line, (size_t)len); /* O_APPEND: whole lines, never interleaved */
+        (void)w;
+        close(fd);
+    }
+    r->item = item;
+    r->pid = (int)getpid();
+    return item == l->restart_item ? AT_POOL_RESTART : AT_POOL_NEXT;
+}
+
+static int log_done(void *arg, int slot, int item, const void *result, const char *lost)
+{
+    pool_log *l = arg;
+    (void)slot;
+    if (item >= 0 && item < 256) {
+        l->seen[item]++;
+        if (!result) {
+            l->lost[item]++;
+            CHECK_STR_HAS(lost, "signal");
+        } else {
+            const item_result *r = result;
+            CHECK_EQ_INT(r->item, item);
+            l->pids[item] = r->pid;
+        }
+    }
+    if (++l->answers == l->stop_after && l->flag)
+        *l->flag = 1;
+    return 0;
+}
+
+static int count_log_lines(const char *path, int item)
+{
+    FILE *f = fopen(path, "r");
+    int a, b, n = 0;
+    while (f && fscanf(f, "%d %d", &a, &b) == 2)
+        n += a == item;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+static void pool_does_every_item_once(void)
+{
+    char path[] = "/tmp/at_pool_log_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    memset(&plog, 0, sizeof plog);
+    plog.path = path;
+    plog.crash_item = 13;
+    plog.restart_item = 7;
+    int rc = at_pool_run(4, 60, sizeof(item_result), log_work, log_done, &plog, NULL);
+    CHECK_EQ_INT(rc, AT_OK);
+    int pids[256], npids = 0;
+    for (int i = 0; i < 60; i++) {
+        CHECK_EQ_INT(plog.seen[i], 1);
+        CHECK_EQ_INT(count_log_lines(path, i), i == 13 ? 0 : 1);
+        int known = 0;
+        for (int k = 0; k < npids; k++)
+            known |= pids[k] == plog.pids[i];
+        if (!known && plog.pids[i])
+            pids[npids++] = plog.pids[i];
+    }
+    CHECK_EQ_INT(plog.lost[13], 1); /* reported lost, not dropped, not retried */
+    CHECK(npids >= 4);              /* several processes did the work */
+    /* the worker that restarted after item 7 did not do a later item */
+    for (int i = 8; i < 60; i++)
+        CHECK(plog.pids[i] != plog.pids[7]);
+    remove(path);
+}
+
+static void pool_interrupt_stops_handing_out(void)
+{
+    static volatile int flag;
+    char path[] = "/tmp/at_pool_log_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    memset(&plog, 0, sizeof plog);
+    plog.path = path;
+    plog.crash_item = plog.restart_item = -1;
+    plog.stop_after = 5;
+    plog.flag = &flag;
+    flag = 0;
+    void (*old)(int) = signal(SIGINT, SIG_IGN); /* the workers finish their item */
+    int rc = at_pool_run(3, 100, sizeof(item_result), log_work, log_done, &plog, &flag);
+    signal(SIGINT, old);
+    CHECK_EQ_INT(rc, AT_ERR_INTERRUPTED);
+    int total = 0;
+    for (int i = 0; i < 100; i++) {
+        CHECK(plog.seen[i] <= 1);
+        total += plog.seen[i];
+    }
+    CHECK(total >= 5 && total <= 8); /* at most the ones in flight after the 5th */
+    remove(path);
+}
+
+static void devices_parse(void)
+{
+    int *d = NULL, n = 0;
+    CHECK_EQ_INT(at_devices_parse("0,1,3", 0, &d, &n), AT_OK);
+    CHECK(n == 3 && d && d[0] == 0 && d[1] == 1 && d[2] == 3);
+    free(d);
+    CHECK_EQ_INT(at_devices_parse("0,0", 0, &d, &n), AT_ERR_USAGE);
+    CHECK_STR_HAS(at_errmsg(), "listed twice");
+    CHECK_EQ_INT(at_devices_parse("0,0", 1, &d, &n), AT_OK); /* dry runs may share one GPU */
+    CHECK_EQ_INT(n, 2);
+    free(d);
+    static const char *const badv[] = {"", "x", "1,", ",1", "-1", "0;1", "2048", "1,,2"};
+    for (size_t i = 0; i < sizeof badv / sizeof badv[0]; i++) {
+        CHECK_EQ_INT(at_devices_parse(badv[i], 0, &d, &n), AT_ERR_USAGE);
+        CHECK(d == NULL);
+    }
+    int count = -1;
+    CHECK_EQ_INT(at_devices_count(&count), AT_OK);
+    CHECK(count >= 0);
+    int rc = at_devices_parse("all", 0, &d, &n);
+    if (count == 0) {
+        CHECK_EQ_INT(rc, AT_ERR_NOGPU);
+        CHECK_EQ_INT(at_devices_parse("all", 1, &d, &n), AT_OK);
+        CHECK(n == 1 && d[0] == 0);
+    } else
+        CHECK(rc == AT_OK && n == count);
+    free(d);
+}
+
+/* ------------------------------------------- the runner, with a fake worker */
+
+#define TRIALS_PER_ENTRY 25
+static char shared_db[256], worker_log[256];
+
+static void fake_key(const at_suite_entry *e, const at_search_opts *o, at_key *k)
+{
+    memset(k, 0, sizeof *k);
+    snprintf(k->op, sizeof k->op, "%s", e->op);
+    k->dtype = o->dtype;
+    snprintf(k->shape, sizeof k->shape, "%s", e->shape_text);
+    snprintf(k->device, sizeof k->device, "Fake GPU");
+    k->cc = 90;
+    k->sms = 132;
+    snprintf(k->space_sha, sizeof k->space_sha, "%064d", 0);
+    snprintf(k->tuner_version, sizeof k->tuner_version, "%s", AT_TUNER_VERSION);
+}
+
+/* Stands in for at_search_run: every trial and the winner written one by
+** one through at_cache_* into the shared cache, as the real pipeline does. */
+static int fake_worker(void *arg, const at_suite_entry *e, const at_search_opts *o, at_suite_outcome *out)
+{
+    at_cache *c = NULL;
+    at_key k;
+    int rc;
+    (void)arg;
+    if (strcmp(e->shape_text, "3x64x64") == 0)
+        return at_fail(AT_ERR_CUDA_STICKY, "cuda: kernel run: CUDA_ERROR_ILLEGAL_ADDRESS (fake)");
+    if ((rc = at_cache_open(o->db_path, &c)) != AT_OK)
+        return rc;
+    fake_key(e, o, &k);
+    for (int t = 0; t < TRIALS_PER_ENTRY && rc == AT_OK; t++) {
+        at_trial tr = {.state = AT_TRIAL_OK, .us = 10.0 + t};
+        snprintf(tr.strategy, sizeof tr.strategy, "fake");
+        snprintf(tr.params, sizeof tr.params, "TP_T=%d", t);
+        rc = at_cache_put_trial(c, &k, &tr);
+    }
+    at_winner w = {.us = 10.0, .baseline_us = 12.0, .speedup = 1.2, .bytes = 1e6};
+    snprintf(w.strategy, sizeof w.strategy, "fake");
+    snprintf(w.params, sizeof w.params, "TP_T=0");
+    if (rc == AT_OK)
+        rc = at_cache_put_winner(c, &k, &w);
+    at_cache_close(c);
+    snprintf(out->winner, sizeof out->winner, "fake");
+    snprintf(out->device_name, sizeof out->device_name, "Fake GPU");
+    out->us = 10.0;
+    out->base_us = 12.0;
+    out->speedup = 1.2;
+    out->bytes = 1e6;
+    out->read_gbps = 1000.0;
+    int fd = open(worker_log, O_WRONLY | O_APPEND | O_CREAT, 0644);
+    if (fd >= 0) {
+        char line[96];
+        int len = snprintf(line, sizeof line, "%s %s\n", e->op, e->shape_text);
+        ssize_t wr = write(fd, line, (size_t)len);
+        (void)wr;
+        close(fd);
+    }
+    return rc;
+}
+
+static const char *const fake_suite =
+    "local t = {}\n"
+    "for m = 1, 24 do t[m] = m .. 'x64x64' end\n"
+    "return { name = 'fake', entries = {\n"
+    "  tune('gemv', t, 'two dozen'),\n"
+    "  tune('rmsnorm', {'1x4096', '2x4096', '4x4096'}),\n"
+    "} }\n";
+
+static void runner_shares_one_cache_without_losing_rows(void)
+{
+    at_suite *s = NULL;
+    snprintf(shared_db, sizeof shared_db, "/tmp/at_suite_shared_%d.db", (int)getpid());
+    snprintf(worker_log, sizeof worker_log, "/tmp/at_suite_log_%d", (int)getpid());
+    remove(shared_db);
+    remove(worker_log);
+    CHECK_EQ_INT(at_suite_load_string(fake_suite, "fake.lua", NULL, &s), AT_OK);
+    if (!s)
+        return;
+    CHECK_EQ_INT(s->nentries, 27);
+    int devices[4] = {0, 1, 2, 3};
+    at_suite_run_opts o = {.base = {.db_path = shared_db, .dtype = AT_BF16, .reps = 5}, .devices = devices,
+                           .ndevices = 4, .quiet = 1, .worker = fake_worker};
+    at_suite_outcome *r = NULL;
+    int n = 0;
+    int rc = at_suite_run(s, &o, &r, &n);
+    /* the sticky entry fails (and restarts its worker); all others succeed */
+    CHECK_EQ_INT(rc, AT_ERR_CUDA_STICKY);
+    CHECK_STR_HAS(at_errmsg(), "gemv bf16 3x64x64");
+    CHECK_EQ_INT(n, 27);
+    int workers_used[4] = {0};
+    for (int i = 0; r && i < n; i++) {
+        CHECK_EQ_INT(r[i].index, i); /* file order */
+        CHECK_EQ_INT(r[i].ran, 1);
+        CHECK_EQ_INT(r[i].status, strcmp(s->entries[i].shape_text, "3x64x64") == 0 ? AT_ERR_CUDA_STICKY : AT_OK);
+        CHECK(r[i].worker >= 0 && r[i].worker < 4);
+        if (r[i].worker >= 0 && r[i].worker < 4)
+            workers_used[r[i].worker] = 1;
+        CHECK_EQ_INT(r[i].device, r[i].worker); /* devices[slot] */
+    }
+    CHECK(workers_used[0] + workers_used[1] + workers_used[2] + workers_used[3] >= 2);
+    /* every entry done exactly once (the workers' own log) */
+    FILE *f = fopen(worker_log, "r");
+    char op[32], shape[64];
+    int lines = 0;
+    while (f && fscanf(f, "%31s %63s", op, shape) == 2) {
+        lines++;
+        int matches = 0;
+        for (int i = 0; i < s->nentries; i++)
+            matches += !strcmp(s->entries[i].op, op) && !strcmp(s->entries[i].shape_text, shape);
+        CHECK_EQ_INT(matches, 1);
+    }
+    if (f)
+        fclose(f);
+    CHECK_EQ_INT(lines, 26);
+    /* every row every worker wrote is in the shared cache */
+    at_cache *c = NULL;
+    CHECK_EQ_INT(at_cache_open(shared_db, &c), AT_OK);
+    int trials = 0, winners = 0;
+    at_search_opts so = {.dtype = AT_BF16};
+    for (int i = 0; c && i < s->nentries; i++) {
+        at_key k;
+        int found = 0;
+        fake_key(&s->entries[i], &so, &k);
+        for (int t = 0; t < TRIALS_PER_ENTRY; t++) {
+            char params[32];
+            at_trial tr;
+            snprintf(params, sizeof params, "TP_T=%d", t);
+            if (at_cache_get_trial(c, &k, "fake", params, &tr, &found) == AT_OK && found)
+                trials++;
+        }
+        at_winner w;
+        if (at_cache_get_winner(c, &k, &w, &found) == AT_OK && found)
+            winners++;
+        at_winner_clear(&w);
+    }
+    at_cache_close(c);
+    CHECK_EQ_INT(trials, 26 * TRIALS_PER_ENTRY);
+    CHECK_EQ_INT(winners, 26);
+
+    /* the summary names every entry; the JSON is one document */
+    static char buf[1 << 16];
+    FILE *t = tmpfile();
+    if (t && r) {
+        at_suite_report_text(t, s, r, n, rc);
+        rewind(t);
+        buf[fread(buf, 1, sizeof buf - 1, t)] = '\0';
+        CHECK_STR_HAS(buf, "suite   fake");
+        CHECK_STR_HAS(buf, "24x64x64");
+        CHECK_STR_HAS(buf, "rmsnorm");
+        CHECK_STR_HAS(buf, "failed (6): cuda: kernel run");
+        CHECK_STR_HAS(buf, "26 of 27 ok");
+        CHECK_STR_HAS(buf, "1.20x");
+        fclose(t);
+    }
+    t = tmpfile();
+    if (t && r) {
+        at_suite_report_json(t, s, r, n, rc, shared_db);
+        rewind(t);
+        buf[fread(buf, 1, sizeof buf - 1, t)] = '\0';
+        CHECK(buf[0] == '{');
+        CHECK_STR_HAS(buf, "\"status\":6,\"suite\":\"fake\"");
+        CHECK_STR_HAS(buf, "\"summary\":{\"entries\":27,\"ok\":26,\"from_cache\":0,\"failed\":1,\"not_run\":0");
+        CHECK_STR_HAS(buf, "\"pct_ceiling\":1");
+        fclose(t);
+    }
+    free(r);
+    r = NULL;
+    /* --only keeps one op */
+    o.only = "rmsnorm";
+    rc = at_suite_run(s, &o, &r, &n);
+    CHECK_EQ_INT(rc, AT_OK);
+    CHECK_EQ_INT(n, 3);
+    free(r);
+    at_suite_free(s);
+    remove(shared_db);
+    char side[300];
+    snprintf(side, sizeof side, "%s-wal", shared_db);
+    remove(side);
+    snprintf(side, sizeof side, "%s-shm", shared_db);
+    remove(side);
+    remove(worker_log);
+}
+
 int main(void)
 {
     TT_RUN(qwen_suites_load);
     TT_RUN(bad_suites_name_file_and_line);
     TT_RUN(files_and_fields);
+    TT_RUN(pool_does_every_item_once);
+    TT_RUN(pool_interrupt_stops_handing_out);
+    TT_RUN(devices_parse);
+    TT_RUN(runner_shares_one_cache_without_losing_rows);
     return TT_DONE();
 }
