@@ -341,6 +341,12 @@ typedef struct at_search_opts {
     int threads;                /* compile threads, 0 = all cores */
     int progress;               /* live progress lines on stderr */
     volatile int *interrupt;    /* set asynchronously (SIGINT): stop soon */
+    /* The timing phase's search (strategy.h), from --effort, --strategy and
+    ** --budget; validated by the CLI. Not yet read by search.c. */
+    const char *effort;   /* "quick" | "normal" | "patient" | "exhaustive"; NULL: "normal" */
+    const char *strategy; /* "exhaustive" | "random" | "anneal" | "halving"; NULL: the
+                             spec's search_strategy, else the effort's */
+    int budget;           /* > 0: replaces the effort's budget; 0: the effort's */
 } at_search_opts;
 
 /* One candidate as the run saw it. */

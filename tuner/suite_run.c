@@ -103,6 +103,7 @@ typedef struct ctx {
     at_suite_outcome *out; /* [n], by selection order */
     at_progress *pg;
     int ndone, threads;
+    int live;       /* stderr is a terminal: a live "suite i/n" line */
     double geo_log; /* sum of log speedups of finished entries */
     int ngeo;
 } ctx;
@@ -185,7 +186,7 @@ static int done(void *arg, int slot, int item, const void *result, const char *l
     at_progress_note(c->pg, "[%*d/%d] %s %s %s  %s  gpu %d  %.1fs", w, c->ndone, c->n, e->op,
                      at_dtype_name((at_dtype)r->dtype), e->shape_text, what,
                      r->device, r->seconds);
-    if (c->o->ndevices > 1) {
+    if (c->o->ndevices > 1 && c->live) { /* plain output: the note is the line */
         char best[64] = "";
         if (c->ngeo)
             snprintf(best, sizeof best, "geomean %.2fx over %d", exp(c->geo_log / c->ngeo), c->ngeo);
@@ -223,7 +224,9 @@ int at_suite_run(const at_suite *s, const at_suite_run_opts *o, at_suite_outcome
     }
     /* with one worker its own live lines show the phases; the parent adds
     ** a line per finished entry */
-    at_progress_open(stderr, at_progress_mode_for(stderr, o->quiet), &c.pg);
+    at_progress_mode mode = at_progress_mode_for(stderr, o->quiet);
+    c.live = mode == AT_PROGRESS_LIVE;
+    at_progress_open(stderr, mode, &c.pg);
     int workers = o->ndevices < c.n ? o->ndevices : c.n;
     rc = at_pool_run(workers, c.n, sizeof(at_suite_outcome), work, done, &c, o->base.interrupt);
     at_progress_end(c.pg);
