@@ -4,7 +4,8 @@
 ** duplicates, unknown fields, sandbox escapes, runaway loops) fail with
 ** "file:line:" and the spec status; --only filtering; and the runner hands
 ** every entry to exactly one of several worker processes, which share one
-** SQLite cache without losing a row (a fake worker: no GPU needed).
+** SQLite cache without losing a row (a fake worker: no GPU needed); the
+** CLI runs a dry-run suite on three workers and refuses bad input cleanly.
 */
 #include <fcntl.h>
 #include <signal.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "autotune.h"
+#include "cli_run.h"
 #include "devices.h"
 #include "suite.h"
 #include "tinytest.h"
@@ -542,6 +544,84 @@ static void runner_shares_one_cache_without_losing_rows(void)
     remove(worker_log);
 }
 
+
+/* ------------------------------------------------------------ the CLI */
+
+static void cli_suite_dry_run_on_three_workers(void)
+{
+    static cli_out o;
+    cli_run("--suite tests/fixtures/suite_small.lua --dry-run --arch sm_90 --templates tests/fixtures/templates "
+            "--devices 0,0,0 --json",
+            &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK(o.out[0] == '{');
+    CHECK(strchr(o.out, '\n') == o.out + strlen(o.out) - 1); /* stdout: one JSON document, nothing else */
+    CHECK_STR_HAS(o.out, "\"summary\":{\"entries\":3,\"ok\":3");
+    CHECK_STR_HAS(o.out, "\"compiled\":1,\"compile_failed\":1");
+    CHECK_STR_HAS(o.out, "\"worker\":2"); /* the first three entries go to three workers */
+    CHECK_STR_HAS(o.err, "[3/3] gemv bf16");  /* progress: on stderr */
+    /* the text summary */
+    cli_run("--suite tests/fixtures/suite_small.lua --dry-run --arch sm_90 --templates tests/fixtures/templates "
+            "--quiet --only gemv",
+            &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "suite   small");
+    CHECK_STR_HAS(o.out, "4x64x64        dry run: 2 candidates, 0 pruned, 1 compiled, 1 failed");
+    CHECK_STR_HAS(o.out, "done    3 of 3 ok");
+    CHECK_EQ_INT(strlen(o.err), 0); /* --quiet */
+}
+
+static void cli_bad_suite_changes_nothing(void)
+{
+    static cli_out o;
+    const char *db = "/tmp/at_suite_cli_untouched.db";
+    FILE *f = fopen("/tmp/at_suite_bad.lua", "w");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    fputs("return { entries = {\n  tune('gemv', '1x64x64'),\n  tune('gemv', '1x0x64'),\n} }\n", f);
+    fclose(f);
+    remove(db);
+    cli_run("--suite /tmp/at_suite_bad.lua --db /tmp/at_suite_cli_untouched.db", &o);
+    CHECK_EQ_INT(o.code, 3);
+    CHECK_STR_HAS(o.err, "autotune: /tmp/at_suite_bad.lua:3: tune: gemv: bad shape '1x0x64'");
+    CHECK(strchr(o.err, '\n') == o.err + strlen(o.err) - 1);
+    CHECK_EQ_INT(strlen(o.out), 0);
+    CHECK(access(db, F_OK) != 0);
+    cli_run("--suite /tmp/at_suite_bad.lua --json", &o);
+    CHECK_EQ_INT(o.code, 3);
+    CHECK_STR_HAS(o.out, "{\"status\":3,\"error\":\"/tmp/at_suite_bad.lua:3:");
+    static const struct {
+        const char *args, *needle;
+        int code;
+    } cases[] = {
+        {"--suite /nonexistent/s.lua", "cannot read suite /nonexistent/s.lua", 3},
+        {"--suite tests/fixtures/suite_small.lua --only conv", "unknown op 'conv'", 2},
+        {"--suite tests/fixtures/suite_small.lua --only rmsnorm", "no entry", 2},
+        {"--suite tests/fixtures/suite_small.lua --op gemv", "drop --op", 2},
+        {"--suite tests/fixtures/suite_small.lua --devices 0,0", "listed twice", 2},
+        {"--suite tests/fixtures/suite_small.lua --devices 0,x --dry-run", "--devices", 2},
+        {"--suite tests/fixtures/suite_small.lua --strategy greedy", "unknown strategy 'greedy'", 2},
+        {"--suite tests/fixtures/suite_small.lua --effort fast", "unknown effort 'fast'", 2},
+        {"--op gemv --shape 1x64x64 --budget -3", "--budget", 2},
+        {"--op gemv --shape 1x64x64 --only gemv", "--only applies to --suite", 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cli_run(cases[i].args, &o);
+        if (o.code != cases[i].code || !strstr(o.err, cases[i].needle))
+            fprintf(stderr, "  case '%s': code %d, stderr: %s", cases[i].args, o.code, o.err);
+        CHECK_EQ_INT(o.code, cases[i].code);
+        CHECK_STR_HAS(o.err, cases[i].needle);
+    }
+    remove("/tmp/at_suite_bad.lua");
+    cli_run("--help", &o);
+    CHECK_STR_HAS(o.out, "--suite FILE");
+    CHECK_STR_HAS(o.out, "--devices LIST");
+    CHECK_STR_HAS(o.out, "--effort E");
+    CHECK_STR_HAS(o.out, "--strategy S");
+    CHECK_STR_HAS(o.out, "--budget N");
+}
+
 int main(void)
 {
     TT_RUN(qwen_suites_load);
@@ -551,5 +631,7 @@ int main(void)
     TT_RUN(pool_interrupt_stops_handing_out);
     TT_RUN(devices_parse);
     TT_RUN(runner_shares_one_cache_without_losing_rows);
+    TT_RUN(cli_suite_dry_run_on_three_workers);
+    TT_RUN(cli_bad_suite_changes_nothing);
     return TT_DONE();
 }
