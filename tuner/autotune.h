@@ -129,6 +129,10 @@ int at_spec_load_string(const char *source, const char *chunkname, at_spec **out
 void at_spec_free(at_spec *spec); /* NULL is a no-op */
 
 const char *at_spec_op(const at_spec *spec);
+/* The spec's search_strategy field ("exhaustive", "random", "anneal" or
+** "halving", checked at load): how the timing phase searches the space
+** unless --strategy overrides it; NULL when the spec does not say. */
+const char *at_spec_search_strategy(const at_spec *spec);
 /* Lower-case hex sha256 of the spec's source text, as loaded. */
 const char *at_spec_sha256(const at_spec *spec);
 int at_spec_nstrategies(const at_spec *spec);
