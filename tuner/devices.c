@@ -195,6 +195,7 @@ static void worker_main(pool *pl, int me, int cmd, int res, pid_t parent)
     if (getppid() != parent) /* the parent died before prctl */
         _exit(1);
     signal(SIGPIPE, SIG_DFL);
+    signal(SIGTTOU, SIG_IGN); /* out of the foreground group, it may still write progress to the terminal */
     for (;;) {
         int32_t item;
         if (!read_all(cmd, &item, sizeof item) || item < 0)
