@@ -347,9 +347,11 @@ typedef struct at_search_opts {
     volatile int *interrupt;    /* set asynchronously (SIGINT): stop soon */
     /* The timing phase's search (strategy.h), from --effort, --strategy and
     ** --budget; validated by the CLI. Not yet read by search.c. */
-    const char *effort;   /* "quick" | "normal" | "patient" | "exhaustive"; NULL: "normal" */
+    const char *effort;   /* "quick" | "normal" | "patient" | "exhaustive"; NULL: not
+                             given ("normal") */
     const char *strategy; /* "exhaustive" | "random" | "anneal" | "halving"; NULL: the
-                             spec's search_strategy, else the effort's */
+                             effort's if one was given, else the spec's
+                             search_strategy, else the effort's (normal: halving) */
     int budget;           /* > 0: replaces the effort's budget; 0: the effort's */
 } at_search_opts;
 
