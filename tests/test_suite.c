@@ -229,7 +229,7 @@ static int log_work(void *arg, int slot, int item, void *result)
     item_result *r = result;
     (void)slot;
     if (item == l->crash_item)
-        abort(); /* a candidate that takes the process down */
+        kill(getpid(), SIGKILL); /* a candidate that takes the process down (no core file) */
     usleep((useconds_t)(1000 * (item % 4)));
     char line[64];
     int fd = open(l->path, O_WRONLY | O_APPEND | O_CREAT, 0644);
