@@ -155,10 +155,6 @@ int atk__entry_init(atk_entry *e, const atk_row *r, char *why, size_t len)
         return 0;
     }
     e->M = d[0], e->K = d[1], e->N = d[2];
-    if (!parse_params(r->params, &e->p)) {
-        snprintf(why, len, "params '%s' are not TP_NAME=integer pairs", r->params);
-        return 0;
-    }
     snprintf(e->strategy_name, sizeof e->strategy_name, "%s", r->strategy);
     snprintf(e->kernel, sizeof e->kernel, "%s", r->kernel);
     snprintf(e->params, sizeof e->params, "%s", r->params);
@@ -166,12 +162,16 @@ int atk__entry_init(atk_entry *e, const atk_row *r, char *why, size_t len)
     memcpy(e->grid, r->grid, sizeof e->grid);
     memcpy(e->block, r->block, sizeof e->block);
     e->smem = r->smem;
-    e->pdl = e->p.pdl != 0;
     if (!r->kernel[0] && !r->cubin_size) { /* the baseline won: launch it */
         e->strategy = ATK_S_BASELINE;
         e->pdl = 0;
         return 1;
     }
+    if (!parse_params(r->params, &e->p)) {
+        snprintf(why, len, "params '%s' are not TP_NAME=integer pairs", r->params);
+        return 0;
+    }
+    e->pdl = e->p.pdl != 0;
     if (!r->kernel[0] || !r->cubin_size) {
         snprintf(why, len, "%s without %s", r->kernel[0] ? "a kernel" : "a cubin",
                  r->kernel[0] ? "a cubin" : "an entry point");

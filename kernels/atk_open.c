@@ -180,14 +180,20 @@ static int open_common(const char *path, const atk_table *table, int device, con
     in->rows = rows.total;
     if ((st = atk__ctx_build(ctx, &rows, &src)) != ATK_OK)
         goto fail;
-    if (rst == ATK_OK && !in->for_this_gpu)
-        atk__report(ctx, "  nothing tuned for this GPU (%zu entries for other GPUs)", in->rows);
+    if (rst == ATK_OK && in->all_fallback) {
+        char why[256];
+        if (!in->for_this_gpu)
+            snprintf(why, sizeof why, "nothing tuned for this GPU (%zu entries for other GPUs)", in->rows);
+        else
+            snprintf(why, sizeof why, "none of the %zu entries for this GPU is usable", in->for_this_gpu);
+        atk__report(ctx, "  %s", why);
+        if (flags & ATK_STRICT_OPEN) {
+            st = atk__fail(NULL, ATK_ERR_TABLE, "%s: %s on %s (sm_%d)", what, why, in->device, in->cc);
+            goto fail;
+        }
+    }
     if (in->all_fallback)
         atk__report(ctx, "  every call falls back (cuBLAS for GEMV, the naive fused kernel for norms)");
-    if ((flags & ATK_STRICT_OPEN) && in->all_fallback) {
-        st = atk__fail(NULL, ATK_ERR_TABLE, "%s: nothing tuned is usable on %s (sm_%d)", what, in->device, in->cc);
-        goto fail;
-    }
     atk__rows_free(&rows);
     atk__sources_free(&src);
     if (pushed)
