@@ -94,7 +94,8 @@ int atk__ctx_build(atk_ctx *ctx, atk_rows *rows, atk_sources *src)
         c[nc].rank_nvrtc = r->nvrtc_version != nvrtc;
         nc++;
     }
-    qsort(c, nc, sizeof *c, cmp_cand);
+    if (nc)
+        qsort(c, nc, sizeof *c, cmp_cand);
     if (nc && !(ctx->entries = calloc(nc, sizeof *ctx->entries))) {
         st = atk__fail(NULL, ATK_ERR_NOMEM, "out of memory");
         goto done;

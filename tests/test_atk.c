@@ -571,9 +571,9 @@ static void test_c_table(void)
         "    atk_close(ctx);\n    return 0;\n}\n";
     write_file(tpath(prog, sizeof prog, "engine.c"), src, sizeof src - 1);
     snprintf(cmd, sizeof cmd,
-             "%s -std=c11 -Wall -Wextra -Wpedantic -Werror -I%s -I%s %s -o %s -L%s -latk -Wl,-rpath,%s "
+             "%s %s -std=c11 -Wall -Wextra -Wpedantic -Werror -I%s -I%s %s -o %s -L%s -latk -Wl,-rpath,%s "
              "-Wl,-rpath,%s && %s > %s",
-             ATK_CC, ATK_INCLUDE, tmpdir, prog, tpath(exe, sizeof exe, "engine"), ATK_LIBDIR, ATK_LIBDIR,
+             ATK_CC, ATK_CFLAGS, ATK_INCLUDE, tmpdir, prog, tpath(exe, sizeof exe, "engine"), ATK_LIBDIR, ATK_LIBDIR,
              ATK_CUDA_LIBDIR, exe, tpath(out, sizeof out, "engine.out"));
     CHECK_EQ_INT(run_cmd(cmd), 0);
     const char *text = slurp(out);
@@ -663,7 +663,7 @@ static void test_lookup_cost(void)
     atk_ctx *ctx = open_dry(db, 0);
     if (!ctx)
         return;
-    const int n = 1000000;
+    const int n = 200000;
     const int64_t N[3] = {8192, 7000, 8191};
     const char *what[3] = {"tuned hit", "inferred (memo)", "fallback (memo)"};
     for (int k = 0; k < 3; k++) {
