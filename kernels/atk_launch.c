@@ -107,15 +107,35 @@ static int bad(atk_ctx *ctx, int op, const char *why)
     return atk__fail(ctx, ATK_ERR_USAGE, "%s: %s", atk_op_name(op), why);
 }
 
-/* Counts the lookup's answer; ATK_ERR_MISS in strict mode. */
-static int choose(atk_ctx *ctx, int op, int dtype, int M, int K, int N, int *entry, int *path)
+/* 1 when every pointer is aligned to the kernel's vector loads (TP_VEC
+** elements of 2 bytes); the tuner's buffers came from cuMemAlloc, an
+** engine's may be offsets into a larger one. */
+static int aligned(const atk_entry *e, const void *a, const void *b, const void *c, const void *d)
+{
+    uintptr_t mask = (uintptr_t)(e->p.vec > 0 ? 2 * e->p.vec : 2) - 1;
+    return !(((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d) & mask);
+}
+
+/* The lookup's answer, demoted to fallback when the pointers do not suit
+** the kernel (not in dry contexts: their pointers are never used); counted;
+** ATK_ERR_MISS in strict mode for anything but an exact tuned entry. */
+static int choose(atk_ctx *ctx, int op, int dtype, int M, int K, int N, const void *const ptr[4], int *entry,
+                  int *path)
 {
     atk_counters *c = &ctx->count[op];
+    int demoted = 0;
     *entry = atk__lookup(ctx, op, dtype, M, K, N, path);
+    if (*entry >= 0 && !ctx->dry && ctx->entries[*entry].strategy != ATK_S_BASELINE &&
+        !aligned(&ctx->entries[*entry], ptr[0], ptr[1], ptr[2], ptr[3])) {
+        *entry = -1;
+        *path = ATK_PATH_FALLBACK;
+        demoted = 1;
+    }
     if ((ctx->flags & ATK_STRICT) && *path != ATK_PATH_TUNED) {
         INC(c->missed);
-        return atk__fail(ctx, ATK_ERR_MISS, "%s %s %dx%d%s%.0d: no tuned entry (strict mode)", atk_op_name(op),
-                         dtype == ATK_BF16 ? "bf16" : "fp16", M, K, N ? "x" : "", N);
+        return atk__fail(ctx, ATK_ERR_MISS, "%s %s %dx%d%s%.0d: no tuned entry%s (strict mode)", atk_op_name(op),
+                         dtype == ATK_BF16 ? "bf16" : "fp16", M, K, N ? "x" : "", N,
+                         demoted ? " for these pointers' alignment" : "");
     }
     if (*path == ATK_PATH_TUNED)
         INC(c->tuned);
@@ -139,7 +159,8 @@ int atk_gemv(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, i
         return bad(ctx, ATK_OP_GEMV, "M, K and N must lie in 1..INT_MAX");
     if (!ctx->dry && (!x || !W || !y))
         return bad(ctx, ATK_OP_GEMV, "NULL x, W or y");
-    if ((st = choose(ctx, ATK_OP_GEMV, dtype, (int)M, (int)K, (int)N, &entry, &path)) != ATK_OK)
+    const void *const ptr[4] = {x, W, x, W}; /* y is written one element at a time */
+    if ((st = choose(ctx, ATK_OP_GEMV, dtype, (int)M, (int)K, (int)N, ptr, &entry, &path)) != ATK_OK)
         return st;
     if (ctx->dry) {
         atk__clear(ctx);
@@ -186,7 +207,8 @@ static int norm(atk_ctx *ctx, int op, atk_stream stream, int dtype, int64_t T, i
         return bad(ctx, op, "eps must be a number >= 0");
     if (!ctx->dry && (!x || !w || !y || (add && !residual)))
         return bad(ctx, op, add ? "NULL x, residual, w or y" : "NULL x, w or y");
-    if ((st = choose(ctx, op, dtype, (int)T, (int)H, 0, &entry, &path)) != ATK_OK)
+    const void *const ptr[4] = {x, add ? residual : x, w, y};
+    if ((st = choose(ctx, op, dtype, (int)T, (int)H, 0, ptr, &entry, &path)) != ATK_OK)
         return st;
     if (ctx->dry) {
         atk__clear(ctx);

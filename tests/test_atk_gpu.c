@@ -243,27 +243,35 @@ static double rel_err(const uint16_t *y, const double *ref, size_t n)
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-/* y = atk_gemv(x, W) for MxKxN against fp64, on the expected path. */
-static void check_gemv(at_gpu *g, atk_ctx *ctx, int M, int K, int N, int want_path)
+/* y = atk_gemv(x, W) for MxKxN against fp64, on the expected path; with
+** `shift`, x starts one element into its buffer (2-byte aligned only), so a
+** kernel with 16-byte loads must not serve it: atk falls back. */
+static void check_gemv_at(at_gpu *g, atk_ctx *ctx, int M, int K, int N, int want_path, int shift)
 {
     buf x, W, y;
     atk_choice ch;
+    atk_op_stats before, after;
     CHECK_EQ_INT(atk_explain(ctx, ATK_OP_GEMV, ATK_BF16, M, K, N, &ch), ATK_OK);
     CHECK_EQ_INT(ch.path, want_path);
-    if (buf_new(g, &x, (size_t)M * (size_t)K, 1) || buf_new(g, &W, (size_t)N * (size_t)K, 2) || buf_new(g, &y, (size_t)M * (size_t)N, 3)) {
+    atk_stats(ctx, ATK_OP_GEMV, &before);
+    if (buf_new(g, &x, (size_t)M * (size_t)K + 1, 1) || buf_new(g, &W, (size_t)N * (size_t)K, 2) || buf_new(g, &y, (size_t)M * (size_t)N, 3)) {
         CHECK(0);
         return;
     }
     g->cu.cuMemsetD16Async_(y.d, 0x7fc0, y.n, g->stream); /* NaN poison */
-    CHECK_EQ_INT(atk_gemv(ctx, (atk_stream)g->stream, ATK_BF16, M, K, N, (void *)x.d, (void *)W.d, (void *)y.d),
+    CHECK_EQ_INT(atk_gemv(ctx, (atk_stream)g->stream, ATK_BF16, M, K, N, (void *)(x.d + 2u * (unsigned)shift),
+                          (void *)W.d, (void *)y.d),
                  ATK_OK);
     buf_get(g, &y);
+    atk_stats(ctx, ATK_OP_GEMV, &after);
+    if (shift)
+        CHECK_EQ_INT(after.fallback, before.fallback + 1);
     double *ref = malloc((size_t)M * (size_t)N * sizeof *ref);
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++) {
             double s = 0;
             for (int k = 0; k < K; k++)
-                s += (double)at_bf16_to_f32(x.h[(size_t)m * (size_t)K + (size_t)k]) * at_bf16_to_f32(W.h[(size_t)n * (size_t)K + (size_t)k]);
+                s += (double)at_bf16_to_f32(x.h[(size_t)m * (size_t)K + (size_t)k + (size_t)shift]) * at_bf16_to_f32(W.h[(size_t)n * (size_t)K + (size_t)k]);
             ref[(size_t)m * (size_t)N + (size_t)n] = s;
         }
     double err = rel_err(y.h, ref, y.n);
@@ -273,6 +281,11 @@ static void check_gemv(at_gpu *g, atk_ctx *ctx, int M, int K, int N, int want_pa
     buf_free(g, &x);
     buf_free(g, &W);
     buf_free(g, &y);
+}
+
+static void check_gemv(at_gpu *g, atk_ctx *ctx, int M, int K, int N, int want_path)
+{
+    check_gemv_at(g, ctx, M, K, N, want_path, 0);
 }
 
 static void check_norm(at_gpu *g, atk_ctx *ctx, int op, int T, int H, int want_path)
@@ -341,6 +354,7 @@ static void results_equal_reference(void)
     check_gemv(g, ctx, 1, 2048, 1000, ATK_PATH_INFERRED);
     check_gemv(g, ctx, 3, 2048, 777, ATK_PATH_INFERRED);
     check_gemv(g, ctx, 2, 2050, 300, ATK_PATH_FALLBACK); /* K % 8: cuBLAS */
+    check_gemv_at(g, ctx, 1, 2048, 2048, ATK_PATH_TUNED, 1); /* misaligned x: cuBLAS */
     check_norm(g, ctx, ATK_OP_RMSNORM, 4, 2048, ATK_PATH_TUNED);
     check_norm(g, ctx, ATK_OP_RMSNORM, 7, 4096, ATK_PATH_INFERRED); /* re-read path: 2 vectors per thread */
     check_norm(g, ctx, ATK_OP_RMSNORM, 3, 1030, ATK_PATH_FALLBACK); /* H % 8: naive */
@@ -350,7 +364,7 @@ static void results_equal_reference(void)
     check_norm(g, ctx, ATK_OP_ADD_GEMMA_RMSNORM, 2, 2050, ATK_PATH_FALLBACK);
     atk_op_stats s;
     atk_stats(ctx, ATK_OP_GEMV, &s);
-    CHECK(s.calls == 5 && s.tuned == 2 && s.inferred == 2 && s.fallback == 1);
+    CHECK(s.calls == 6 && s.tuned == 2 && s.inferred == 2 && s.fallback == 2);
     atk_close(ctx);
     at_gpu_close(g);
 }
