@@ -159,11 +159,16 @@ typedef struct atk_memo_slot {
     int entry;         /* index of the inferred entry, -1: fallback */
 } atk_memo_slot;
 
+/* One cuBLAS handle. Its workspace is only ever used on one stream, the
+** one it is bound to (first come), so two streams never share workspace
+** memory; a call on another stream runs on it without workspace. */
 typedef struct atk_blas {
     atomic_flag busy;
+    atomic_uintptr_t bound; /* the stream owning the workspace; 0 unbound (set once) */
+    int has_bound;          /* bound is set (written once, under busy) */
     cublasHandle_t h;
-    CUstream stream; /* the stream last set on h (read and written only while busy is held) */
-    int stream_set;
+    CUstream stream;        /* the stream last set on h (only under busy) */
+    int stream_set, ws_set; /* whether stream / our workspace are set on h */
     CUdeviceptr workspace;
 } atk_blas;
 

@@ -56,13 +56,28 @@ static int launch(atk_ctx *ctx, CUfunction fn, const unsigned grid[3], const uns
     return atk__cuda_check(ctx, &ctx->cu, r, "launching a kernel");
 }
 
-/* One of the preallocated cuBLAS handles, claimed with a test-and-set. */
-static atk_blas *blas_claim(atk_ctx *ctx)
+/* A preallocated cuBLAS handle, claimed with a test-and-set: the one bound
+** to this stream, else an unbound one (bound to it now), else any (used
+** without workspace). *own says whether its workspace is this stream's. */
+static atk_blas *blas_claim(atk_ctx *ctx, CUstream stream, int *own)
 {
+    const uintptr_t key = (uintptr_t)stream * 2u + 1u; /* never 0, also for the NULL stream */
     for (unsigned spin = 0;; spin++) {
-        for (int i = 0; i < ATK_BLAS_HANDLES; i++)
-            if (!atomic_flag_test_and_set_explicit(&ctx->blas[i].busy, memory_order_acquire))
-                return &ctx->blas[i];
+        for (int pass = 0; pass < 3; pass++)
+            for (int i = 0; i < ATK_BLAS_HANDLES; i++) {
+                atk_blas *b = &ctx->blas[i];
+                uintptr_t bound = atomic_load_explicit(&b->bound, memory_order_relaxed);
+                if ((pass == 0 && bound != key) || (pass == 1 && bound != 0))
+                    continue;
+                if (atomic_flag_test_and_set_explicit(&b->busy, memory_order_acquire))
+                    continue;
+                if (pass == 1 && !b->has_bound) { /* still unbound under the claim: take it */
+                    b->has_bound = 1;
+                    atomic_store_explicit(&b->bound, key, memory_order_relaxed);
+                }
+                *own = atomic_load_explicit(&b->bound, memory_order_relaxed) == key;
+                return b;
+            }
         if (spin > 16)
             sched_yield(); /* more threads than handles: wait for one */
     }
@@ -71,19 +86,22 @@ static atk_blas *blas_claim(atk_ctx *ctx)
 static int gemv_cublas(atk_ctx *ctx, CUstream stream, int dtype, int M, int K, int N, const void *x, const void *W,
                        void *y)
 {
-    atk_blas *b = blas_claim(ctx);
+    int own = 0;
+    atk_blas *b = blas_claim(ctx, stream, &own);
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
     const char *what = "cublasSetStream";
     /* cublasSetStream resets the workspace to cuBLAS's own pool (which
-    ** would allocate during capture): set ours again after it */
-    if (!b->stream_set || b->stream != stream) {
+    ** would allocate during capture): set ours, or none, right after it */
+    if (!b->stream_set || b->stream != stream || b->ws_set != own) {
         s = cublasSetStream(b->h, stream);
         if (s == CUBLAS_STATUS_SUCCESS) {
             what = "cublasSetWorkspace";
-            s = cublasSetWorkspace(b->h, (void *)(uintptr_t)b->workspace, ATK_BLAS_WORKSPACE);
+            s = own ? cublasSetWorkspace(b->h, (void *)(uintptr_t)b->workspace, ATK_BLAS_WORKSPACE)
+                    : cublasSetWorkspace(b->h, NULL, 0);
         }
         b->stream_set = s == CUBLAS_STATUS_SUCCESS;
         b->stream = stream;
+        b->ws_set = own;
     }
     if (s == CUBLAS_STATUS_SUCCESS) {
         /* the tuner's baseline call (tuner/bench.c): column-major

@@ -188,7 +188,8 @@ int atk__blas_create(atk_ctx *ctx)
         if (st != ATK_OK)
             return st;
         b->stream = NULL;
-        b->stream_set = 0;
+        b->stream_set = b->ws_set = b->has_bound = 0;
+        atomic_init(&b->bound, (uintptr_t)0);
     }
     return ATK_OK;
 }
