@@ -216,6 +216,13 @@ void atk__sources_free(atk_sources *s);
 ** module (unless dry), builds the index and the memo. */
 int atk__ctx_build(atk_ctx *ctx, atk_rows *rows, atk_sources *src);
 
+/* Reads the rows of a table (a file at path, or a compiled table) for the
+** GPU (name, cc, sms). */
+typedef int (*atk_reader)(const char *path, const atk_table *t, const char *name, int cc, int sms, atk_rows *rows);
+/* atk_open, atk_open_table and atk_open_dry: one body (atk_open.c). */
+int atk__open_common(const char *path, const atk_table *table, atk_reader reader, int device, const atk_gpu_id *dry,
+                     unsigned flags, atk_ctx **out);
+
 /* Loads the cubin of e from r (recompiling when allowed); 0 on success. */
 int atk__entry_load(atk_ctx *ctx, atk_entry *e, const atk_row *r, atk_sources *src, char *why,
                     size_t len);

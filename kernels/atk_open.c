@@ -1,14 +1,15 @@
 /*
 ** atk_open.c — opening and closing a context: the GPU (driver loaded at run
 ** time), the table read for that GPU, one entry per tuned shape chosen and
-** loaded, the lookup index built. Invariant: whatever the table holds,
+** loaded, the lookup index built; atk_open_table here, the file-based opens
+** in atk_open_path.c (so a static engine using only compiled tables links
+** no SQLite). Invariant: whatever the table holds,
 ** atk_open either returns a usable context (every call on fallback when
 ** nothing tuned is usable, with the reason in atk_report) or, for a problem
 ** with the GPU itself or under ATK_STRICT_OPEN, fails with *out = NULL.
 */
 #include "atk_internal.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,22 +106,8 @@ static void pop_ctx(atk_ctx *ctx)
     ctx->cu.cuCtxPopCurrent_(&c);
 }
 
-/* A JSON table starts with '{' (after whitespace); anything else is read
-** as an SQLite cache (whose reader checks the magic). */
-static int looks_json(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    int c = EOF;
-    if (!f)
-        return 0;
-    while ((c = fgetc(f)) != EOF && isspace(c))
-        ;
-    fclose(f);
-    return c == '{';
-}
-
-static int open_common(const char *path, const atk_table *table, int device, const atk_gpu_id *dry, unsigned flags,
-                       atk_ctx **out)
+int atk__open_common(const char *path, const atk_table *table, atk_reader reader, int device, const atk_gpu_id *dry,
+                     unsigned flags, atk_ctx **out)
 {
     atk_rows rows = {0};
     atk_sources src = {0};
@@ -152,14 +139,7 @@ static int open_common(const char *path, const atk_table *table, int device, con
     const char *what = path ? path : "the compiled-in table";
     atk__report(ctx, "atk: %s (sm_%d, %d SMs, driver %d)%s, table %s", in->device, in->cc, in->sms,
                 in->driver_version, ctx->dry ? " [dry: no GPU is used]" : "", what);
-    int rst;
-    if (path)
-        rst = looks_json(path) ? atk__read_json(path, in->device, in->cc, in->sms, &rows)
-                               : atk__read_sqlite(path, in->device, in->cc, in->sms, &rows);
-    else if (table)
-        rst = atk__read_table(table, in->device, in->cc, in->sms, &rows);
-    else
-        rst = atk__fail(NULL, ATK_ERR_USAGE, "no table given");
+    int rst = reader(path, table, in->device, in->cc, in->sms, &rows);
     if (rst == ATK_ERR_NOMEM) {
         st = rst;
         goto fail;
@@ -215,14 +195,10 @@ fail:
     return st;
 }
 
-int atk_open(const char *path, int device, unsigned flags, atk_ctx **out)
+static int read_table(const char *path, const atk_table *t, const char *name, int cc, int sms, atk_rows *rows)
 {
-    if (!path || !path[0]) {
-        if (out)
-            *out = NULL;
-        return atk__fail(NULL, ATK_ERR_USAGE, "atk_open: no path");
-    }
-    return open_common(path, NULL, device, NULL, flags, out);
+    (void)path;
+    return atk__read_table(t, name, cc, sms, rows);
 }
 
 int atk_open_table(const atk_table *table, int device, unsigned flags, atk_ctx **out)
@@ -232,17 +208,7 @@ int atk_open_table(const atk_table *table, int device, unsigned flags, atk_ctx *
             *out = NULL;
         return atk__fail(NULL, ATK_ERR_USAGE, "atk_open_table: NULL table");
     }
-    return open_common(NULL, table, device, NULL, flags, out);
-}
-
-int atk_open_dry(const char *path, const atk_table *table, const atk_gpu_id *gpu, unsigned flags, atk_ctx **out)
-{
-    if (!gpu || (!path && !table)) {
-        if (out)
-            *out = NULL;
-        return atk__fail(NULL, ATK_ERR_USAGE, "atk_open_dry: needs a GPU and a path or a table");
-    }
-    return open_common(path, path ? NULL : table, 0, gpu, flags, out);
+    return atk__open_common(NULL, table, read_table, device, NULL, flags, out);
 }
 
 void atk_close(atk_ctx *ctx)

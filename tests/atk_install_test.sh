@@ -3,7 +3,8 @@
 # existing build into a temporary prefix (cmake --install, component atk),
 # then builds and runs tests/atk_consumer/consumer.c twice: with the flags
 # `pkg-config --cflags --libs atk` prints, and through find_package(atk)
-# (shared and static targets). Ends with the tinytest line.
+# (shared and static targets), and tests/atk_consumer/table_only.c against
+# the static library without SQLite. Ends with the tinytest line.
 set -u
 build=$(cd "$1" && pwd)
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,5 +26,10 @@ check pkg_config sh -c "cc -std=c11 -Wall -Werror '$src/tests/atk_consumer/consu
 check find_package sh -c "cmake -S '$src/tests/atk_consumer' -B '$tmp/cb' -DCMAKE_PREFIX_PATH='$tmp/prefix' \
   -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build '$tmp/cb' >/dev/null && \
   '$tmp/cb/consumer_shared' && '$tmp/cb/consumer_static'"
+# the static library without SQLite: an engine using only compiled tables
+cudalib=$(sed -n 's/^Libs.private: -L\([^ ]*\).*/\1/p' "$tmp/prefix/lib/pkgconfig/atk.pc")
+check static_without_sqlite sh -c "cc -std=c11 -Wall -Werror -I'$tmp/prefix/include' \
+  '$src/tests/atk_consumer/table_only.c' '$tmp/prefix/lib/libatk.a' -L'$cudalib' -Wl,-rpath,'$cudalib' \
+  -lcublas -lnvrtc -ldl -lpthread -lm -o '$tmp/c_table' && '$tmp/c_table'"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
