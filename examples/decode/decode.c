@@ -126,6 +126,13 @@ int main(int argc, char **argv)
         snprintf(tplbuf, sizeof tplbuf, "%s/templates", getenv("AUTOTUNE_HOME"));
         templates = tplbuf;
     }
+    char probe_path[4200];
+    snprintf(probe_path, sizeof probe_path, "%s/common/dtype.cuh", templates);
+    FILE *probe = fopen(probe_path, "rb");
+    if (probe)
+        fclose(probe);
+    else if (!strcmp(templates, DECODE_TEMPLATES)) /* a build moved to another machine */
+        templates = "templates";
     if (!db) {
         const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
         snprintf(dbbuf, sizeof dbbuf, "%s%s/autotune/tune.db", x && x[0] == '/' ? x : h ? h : ".",
