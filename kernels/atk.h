@@ -229,8 +229,10 @@ typedef struct atk_choice {
     int recompiled;        /* the cubin was rebuilt with NVRTC at open */
 } atk_choice;
 
-/* Fills *out for op/dtype/shape as the next call would be served; with
-** ATK_STRICT a miss is still described (path FALLBACK) and returns ATK_OK. */
+/* Fills *out for op/dtype/shape as a call would be served, without
+** ATK_STRICT (a strict call refuses anything but path TUNED) and with
+** pointers aligned to 16 bytes (a call demotes a kernel whose vector loads
+** its pointers do not suit to fallback). Returns ATK_OK. */
 ATK_API int atk_explain(atk_ctx *ctx, int op, int dtype, int64_t M, int64_t K, int64_t N, atk_choice *out);
 
 /* ------------------------------------------------------------ statistics */
