@@ -179,6 +179,70 @@ static void test_key_digest_matches_tuner(void)
     }
 }
 
+/* [LAUNCH_GEOMETRY] atk's grid/block rules equal the specs' grid and block
+** functions: every live candidate of search/gemv.lua and the norm specs, on
+** a few shapes, recomputes to what the spec says (so its winner may serve
+** other shapes), and on a second shape to what the spec says there. */
+static void check_spec(const char *path, const char *op, const char *s1, const char *s2)
+{
+    at_spec *spec = NULL;
+    at_candidate *c1 = NULL, *c2 = NULL;
+    int n1 = 0, n2 = 0, rank = strcmp(op, "gemv") ? 2 : 3, live = 0, agree = 0;
+    at_problem p1 = {.op = op, .dtype = AT_BF16, .arch = 90, .sms = 132}, p2 = p1;
+    CHECK_EQ_INT(at_spec_load(path, &spec), AT_OK);
+    CHECK_EQ_INT(at_shape_parse(s1, rank, &p1.shape), AT_OK);
+    CHECK_EQ_INT(at_shape_parse(s2, rank, &p2.shape), AT_OK);
+    if (!spec || at_spec_expand(spec, &p1, &c1, &n1) != AT_OK || at_spec_expand(spec, &p2, &c2, &n2) != AT_OK) {
+        CHECK(0);
+        goto done;
+    }
+    CHECK_EQ_INT(n1, n2); /* the same product of parameters, in the same order */
+    for (int i = 0; i < n1 && i < n2; i++) {
+        if (c1[i].pruned_by[0])
+            continue;
+        atk_row r;
+        atk_entry e;
+        char why[256];
+        memset(&r, 0, sizeof r);
+        snprintf(r.op, sizeof r.op, "%s", op);
+        strcpy(r.dtype, "bf16");
+        snprintf(r.shape, sizeof r.shape, "%s", s1);
+        snprintf(r.strategy, sizeof r.strategy, "%s", at_spec_strategy_name(spec, c1[i].strategy));
+        snprintf(r.kernel, sizeof r.kernel, "%s", at_spec_strategy_kernel(spec, c1[i].strategy));
+        at_candidate_params_string(&c1[i], r.params, sizeof r.params);
+        memcpy(r.grid, c1[i].grid, sizeof r.grid);
+        memcpy(r.block, c1[i].block, sizeof r.block);
+        r.smem = c1[i].smem;
+        r.cubin_size = 1;
+        live++;
+        if (!atk__entry_init(&e, &r, why, sizeof why) || !e.inferable)
+            continue;
+        unsigned g[3], b[3];
+        if (!c2[i].pruned_by[0] &&
+            (!atk__entry_geometry(&e, (int)p2.shape.M, (int)p2.shape.K, (int)p2.shape.N, g, b) ||
+             memcmp(g, c2[i].grid, sizeof g) || memcmp(b, c2[i].block, sizeof b)))
+            continue;
+        agree++;
+    }
+    printf("  %s: %d live candidates on %s, geometry agrees for %d\n", path, live, s1, agree);
+    CHECK(live > 0);
+    CHECK_EQ_INT(agree, live);
+done:
+    free(c1);
+    free(c2);
+    at_spec_free(spec);
+}
+
+static void test_geometry_matches_specs(void)
+{
+    check_spec("search/gemv.lua", "gemv", "1x2048x8192", "3x2056x5000");
+    check_spec("search/gemv.lua", "gemv", "1x6144x32", "16x6144x2048");
+    check_spec("search/rmsnorm.lua", "rmsnorm", "1x2048", "512x2048");
+    check_spec("search/add_rmsnorm.lua", "add_rmsnorm", "16x4096", "4x4096");
+    check_spec("search/gemma_rmsnorm.lua", "gemma_rmsnorm", "4x2560", "128x2560");
+    check_spec("search/add_gemma_rmsnorm.lua", "add_gemma_rmsnorm", "1x8192", "4096x8192");
+}
+
 /* --------------------------------------------------------------- lookup */
 
 static void test_exact(void)
@@ -700,6 +764,7 @@ int main(void)
         return 1;
     }
     TT_RUN(test_key_digest_matches_tuner);
+    TT_RUN(test_geometry_matches_specs);
     TT_RUN(test_exact);
     TT_RUN(test_inferred_and_fallback);
     TT_RUN(test_strict_and_stats);
