@@ -129,6 +129,10 @@ int at_spec_load_string(const char *source, const char *chunkname, at_spec **out
 void at_spec_free(at_spec *spec); /* NULL is a no-op */
 
 const char *at_spec_op(const at_spec *spec);
+/* The spec's search_strategy field ("exhaustive", "random", "anneal" or
+** "halving", checked at load): how the timing phase searches the space
+** unless --strategy overrides it; NULL when the spec does not say. */
+const char *at_spec_search_strategy(const at_spec *spec);
 /* Lower-case hex sha256 of the spec's source text, as loaded. */
 const char *at_spec_sha256(const at_spec *spec);
 int at_spec_nstrategies(const at_spec *spec);
@@ -341,6 +345,14 @@ typedef struct at_search_opts {
     int threads;                /* compile threads, 0 = all cores */
     int progress;               /* live progress lines on stderr */
     volatile int *interrupt;    /* set asynchronously (SIGINT): stop soon */
+    /* The timing phase's search (strategy.h), from --effort, --strategy and
+    ** --budget; validated by the CLI. Not yet read by search.c. */
+    const char *effort;   /* "quick" | "normal" | "patient" | "exhaustive"; NULL: not
+                             given ("normal") */
+    const char *strategy; /* "exhaustive" | "random" | "anneal" | "halving"; NULL: the
+                             effort's if one was given, else the spec's
+                             search_strategy, else the effort's (normal: halving) */
+    int budget;           /* > 0: replaces the effort's budget; 0: the effort's */
     double eps;                 /* norm ops: added to mean(x^2); 0 = 1e-6 */
     int verify_only;            /* stop after the correctness gate (tests): no timing, no winner */
 } at_search_opts;
