@@ -37,7 +37,8 @@
 
 /* [MMA_PERM] Physical k (0..AT_MMA_KSTEP-1, within a step) of logical
 ** column kk (0..15) of mma number m (0..AT_MMA_PER_STEP-1). Documents the
-** mapping the loads below implement; tests/test_skinny.c holds a host copy. */
+** mapping the loads below implement; tests/test_skinny.c holds a host copy
+** and checks it against the registers at_mma_step passes. */
 __device__ __forceinline__ int at_mma_phys_k(int m, int kk)
 {
     const int t = (kk & 7) >> 1, hi = kk >> 3, e = kk & 1;
