@@ -52,7 +52,7 @@ end }
 
 local MULTI_TOKEN_MAX_M = 4 -- beyond: the mma strategy alone
 
--- mma: elements of K per step (a quad of threads, 4 k-groups; common/mma.cuh)
+-- [MMA_KSTEP] mma: elements of K per step, AT_MMA_KSTEP in common/mma.cuh
 local function mma_kstep(p) return p.TP_VEC == 8 and 32 or 16 end
 
 local function unroll_within_k(wpr)

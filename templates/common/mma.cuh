@@ -31,7 +31,7 @@
 #include "common/vec.cuh"
 
 #define AT_MMA_G (TP_VEC == 8 ? 8 : 4) /* elements of one row per thread per step */
-#define AT_MMA_KSTEP (4 * AT_MMA_G)    /* elements of K per step (a quad's span)  */
+#define AT_MMA_KSTEP (4 * AT_MMA_G)    /* elements of K per step; [MMA_KSTEP] gemv.lua */
 #define AT_MMA_PER_STEP (AT_MMA_G / 4) /* mmas per step                           */
 #define AT_MMA_LOADS (AT_MMA_G / TP_VEC) /* vector loads per k-group              */
 
