@@ -115,6 +115,8 @@ static void every_candidate_correct_m2_m3(void)
     if (!gpu_present())
         TT_SKIP("no GPU");
     all_correct("2x2056x1000", AT_BF16);
+    all_correct("2x2056x1000", AT_FP16);
+    all_correct("3x2056x1000", AT_BF16);
     all_correct("3x2056x1000", AT_FP16);
 }
 
@@ -123,6 +125,8 @@ static void every_candidate_correct_m5_m8(void)
     if (!gpu_present())
         TT_SKIP("no GPU");
     all_correct("5x2056x1000", AT_BF16);
+    all_correct("5x2056x1000", AT_FP16);
+    all_correct("8x2056x1000", AT_BF16);
     all_correct("8x2056x1000", AT_FP16);
 }
 
