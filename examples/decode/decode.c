@@ -207,11 +207,14 @@ int main(int argc, char **argv)
     rc = 0;
     for (int mode = 2; mode <= 3; mode++) {
         if (mode == MODE_ATK && !have_atk) {
+            printf("\n(3) vs (1): not run (atk_open failed, see above): FAIL");
             rc = 1;
             continue;
         }
-        if (run_once(&m, (enum mode)mode, hx, lx))
+        if (run_once(&m, (enum mode)mode, hx, lx)) {
+            rc = 1;
             goto done;
+        }
         double eh = rel_err(hx, h1, HIDDEN), el = rel_err(lx, l1, VOCAB);
         int ok = eh <= 5e-2 && el <= 5e-2;
         printf("\n(%d) vs (1): final hidden state rel err %.3e, logits rel err %.3e: %s", mode, eh, el,
