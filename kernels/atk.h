@@ -47,7 +47,7 @@ typedef struct CUstream_st *atk_stream;
 enum atk_status {
     ATK_OK = 0,
     ATK_ERR_USAGE = 2,       /* bad argument (NULL ctx, dimension, dtype ...)   */
-    ATK_ERR_NOGPU = 4,       /* no driver, no such GPU                          */
+    ATK_ERR_NOGPU = 4,       /* no driver, no such GPU, a GPU older than sm_80  */
     ATK_ERR_CUDA = 5,        /* a CUDA driver or cuBLAS call failed             */
     ATK_ERR_CUDA_STICKY = 6, /* the CUDA context is lost: restart the process   */
     ATK_ERR_NVRTC = 7,       /* NVRTC itself unusable                           */
@@ -154,7 +154,7 @@ typedef struct atk_table {
 ** *out, the context (free with atk_close). A missing, unreadable, corrupt or
 ** foreign table is not an error: the context opens with every call on
 ** fallback, and atk_report(ctx) says why (unless ATK_STRICT_OPEN). Errors:
-** ATK_ERR_NOGPU (no driver / no such device), ATK_ERR_CUDA, ATK_ERR_NOMEM,
+** ATK_ERR_NOGPU (no driver / no such device / older than sm_80), ATK_ERR_CUDA, ATK_ERR_NOMEM,
 ** ATK_ERR_TABLE (strict open only); then *out is NULL and atk_errmsg(NULL)
 ** on this thread says why. The driver (libcuda.so.1) is loaded at run time. */
 ATK_API int atk_open(const char *path, int device, unsigned flags, atk_ctx **out);

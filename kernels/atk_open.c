@@ -94,6 +94,11 @@ static int open_gpu(atk_ctx *ctx, int device)
             ATK_OK)
         return st;
     in->cc = 10 * major + minor;
+    if (in->cc < 80) /* else the built-in norms' fatbins fail to load with NO_BINARY_FOR_GPU */
+        return atk__fail(NULL, ATK_ERR_NOGPU,
+                         "atk: GPU %d (%s) is sm_%d; atk needs sm_80 or newer (its kernels use bf16 conversions; the "
+                         "built-in norms are built for sm_80..sm_90 and compute_90 PTX)",
+                         device, in->device, in->cc);
     if ((st = atk__cuda_check(NULL, cu, cu->cuDevicePrimaryCtxRetain_(&ctx->cuctx, ctx->dev),
                               "cuDevicePrimaryCtxRetain")) != ATK_OK)
         return st;
