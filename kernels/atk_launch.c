@@ -58,12 +58,15 @@ static int launch(atk_ctx *ctx, CUfunction fn, const unsigned grid[3], const uns
 
 /* A preallocated cuBLAS handle, claimed with a test-and-set: the one bound
 ** to this stream, else an unbound one (bound to it now), else any (used
-** without workspace). *own says whether its workspace is this stream's. */
+** without workspace). *own says whether its workspace is this stream's.
+** CU_STREAM_PER_THREAD (= cudaStreamPerThread) is one handle value for a
+** different stream in every thread: it never owns a workspace. */
 static atk_blas *blas_claim(atk_ctx *ctx, CUstream stream, int *own)
 {
     const uintptr_t key = (uintptr_t)stream * 2u + 1u; /* never 0, also for the NULL stream */
+    const int first_pass = stream == CU_STREAM_PER_THREAD ? 2 : 0;
     for (unsigned spin = 0;; spin++) {
-        for (int pass = 0; pass < 3; pass++)
+        for (int pass = first_pass; pass < 3; pass++)
             for (int i = 0; i < ATK_BLAS_HANDLES; i++) {
                 atk_blas *b = &ctx->blas[i];
                 uintptr_t bound = atomic_load_explicit(&b->bound, memory_order_relaxed);
@@ -75,7 +78,7 @@ static atk_blas *blas_claim(atk_ctx *ctx, CUstream stream, int *own)
                     b->has_bound = 1;
                     atomic_store_explicit(&b->bound, key, memory_order_relaxed);
                 }
-                *own = atomic_load_explicit(&b->bound, memory_order_relaxed) == key;
+                *own = !first_pass && atomic_load_explicit(&b->bound, memory_order_relaxed) == key;
                 return b;
             }
         if (spin > 16)
