@@ -427,14 +427,15 @@ static void *work(void *arg)
 {
     worker *w = arg;
     CUstream s = NULL;
-    /* a thread with no current context: atk pushes its own */
-    if (w->g->cu.cuStreamCreate_(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
-        w->g->cu.cuCtxSetCurrent_(w->g->ctx);
-        if (w->g->cu.cuStreamCreate_(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
-            w->errors++;
-            return NULL;
-        }
+    /* creating the stream needs the context current; then the odd threads
+    ** drop it, so atk must push its own context (and pop it) on every call */
+    if (w->g->cu.cuCtxSetCurrent_(w->g->ctx) != CUDA_SUCCESS ||
+        w->g->cu.cuStreamCreate_(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+        w->errors++;
+        return NULL;
     }
+    if (w->id % 2 && w->g->cu.cuCtxSetCurrent_(NULL) != CUDA_SUCCESS)
+        w->errors++;
     CUdeviceptr y = w->y + (CUdeviceptr)w->id * 2048 * 2;
     for (int r = 0; r < 200; r++) {
         int N = r % 3 == 0 ? 2048 : r % 3 == 1 ? 1000 : 300; /* tuned, inferred, cuBLAS (K=2046) */
@@ -442,7 +443,8 @@ static void *work(void *arg)
         if (atk_gemv(w->ctx, (atk_stream)s, ATK_BF16, 1, K, N, (void *)w->x, (void *)w->W, (void *)y) != ATK_OK)
             w->errors++;
     }
-    if (w->g->cu.cuStreamSynchronize_(s) != CUDA_SUCCESS)
+    if ((w->id % 2 && w->g->cu.cuCtxSetCurrent_(w->g->ctx) != CUDA_SUCCESS) ||
+        w->g->cu.cuStreamSynchronize_(s) != CUDA_SUCCESS)
         w->errors++;
     w->g->cu.cuStreamDestroy_(s);
     return NULL;
