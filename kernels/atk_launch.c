@@ -10,6 +10,7 @@
 #include "atk_internal.h"
 
 #include <sched.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -34,9 +35,10 @@ static void leave(atk_ctx *ctx, int pushed)
         ctx->cu.cuCtxPopCurrent_(&c);
 }
 
-static int launch(atk_ctx *ctx, CUfunction fn, const unsigned grid[3], const unsigned block[3], unsigned smem, int pdl,
-                  CUstream stream, void **args)
+static int launch(atk_ctx *ctx, CUfunction fn, const char *name, const unsigned grid[3], const unsigned block[3],
+                  unsigned smem, int pdl, CUstream stream, void **args)
 {
+    char what[96];
     CUresult r;
     if (pdl) {
         /* may start while the previous kernel drains; the kernel waits
@@ -53,7 +55,11 @@ static int launch(atk_ctx *ctx, CUfunction fn, const unsigned grid[3], const uns
         r = ctx->cu.cuLaunchKernel_(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, stream, args,
                                     NULL);
     }
-    return atk__cuda_check(ctx, &ctx->cu, r, "launching a kernel");
+    if (r == CUDA_SUCCESS)
+        return ATK_OK;
+    snprintf(what, sizeof what, "%s %s (grid %u,%u,%u block %u)", pdl ? "cuLaunchKernelEx" : "cuLaunchKernel", name,
+             grid[0], grid[1], grid[2], block[0]);
+    return atk__cuda_check(ctx, &ctx->cu, r, what);
 }
 
 /* A preallocated cuBLAS handle, claimed with a test-and-set: the one bound
@@ -204,7 +210,7 @@ int atk_gemv(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, i
         } else {
             atk__entry_geometry(e, m, k, n, grid, block);
         }
-        st = launch(ctx, e->fn, grid, block, e->smem, e->pdl, s, args);
+        st = launch(ctx, e->fn, e->kernel, grid, block, e->smem, e->pdl, s, args);
     }
     leave(ctx, pushed);
     if (st == ATK_OK)
@@ -244,7 +250,7 @@ static int norm(atk_ctx *ctx, int op, atk_stream stream, int dtype, int64_t T, i
     void *args[] = {&dx, &dr, &dw, &dy, &t, &h, &eps};
     unsigned grid[3] = {(unsigned)t, 1, 1}, block[3] = {256, 1, 1};
     if (!e || e->strategy == ATK_S_BASELINE) {
-        st = launch(ctx, ctx->naive_fn[op][dtype - 1], grid, block, 0, 0, (CUstream)stream, args);
+        st = launch(ctx, ctx->naive_fn[op][dtype - 1], "norm_naive", grid, block, 0, 0, (CUstream)stream, args);
     } else {
         if (path == ATK_PATH_TUNED) {
             memcpy(grid, e->grid, sizeof grid);
@@ -252,7 +258,7 @@ static int norm(atk_ctx *ctx, int op, atk_stream stream, int dtype, int64_t T, i
         } else {
             atk__entry_geometry(e, t, h, 0, grid, block);
         }
-        st = launch(ctx, e->fn, grid, block, e->smem, e->pdl, (CUstream)stream, args);
+        st = launch(ctx, e->fn, e->kernel, grid, block, e->smem, e->pdl, (CUstream)stream, args);
     }
     leave(ctx, pushed);
     if (st == ATK_OK)
