@@ -189,7 +189,11 @@ ATK_API void atk_close(atk_ctx *ctx);
 /* ----------------------------------------------------------------- calls
 ** Launch path (all five calls): no allocation, no synchronization, no
 ** module loading, no NVRTC; safe inside CUDA graph capture and from many
-** threads at once (the context is immutable; counters are atomic). The
+** threads at once (the context is immutable; counters are atomic). atk's
+** own kernels are loaded at atk_open; a GEMV that falls back to cuBLAS runs
+** cublasGemmEx, which may initialise itself and (lazily) load the kernel it
+** picks on its first call for a shape: run one eager step, synchronized,
+** before capturing (as examples/decode does). The
 ** calling thread need not have the context current (it is pushed and popped
 ** when it is not). Pointers are device pointers of the context's GPU; 16-bit
 ** elements of `dtype`, rows contiguous. Return ATK_OK once the kernel is
