@@ -164,6 +164,9 @@ int main(int argc, char **argv)
     if (model_init(&m, templates, 10 * major + minor))
         goto done;
     printf("weights %.2f GB (synthetic), cache %s\n", (double)m.weight_bytes / 1e9, db);
+    /* where atk finds a template to rebuild a cubin this driver does not
+    ** load (the caller's ATK_TEMPLATES wins) */
+    setenv("ATK_TEMPLATES", templates, 0);
     int have_atk = atk_open(db, device, 0, &m.atk) == ATK_OK;
     atk_info info;
     if (have_atk) {
