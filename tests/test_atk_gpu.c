@@ -369,7 +369,8 @@ static void results_equal_reference(void)
     at_gpu_close(g);
 }
 
-/* A step captured through atk replays to the same bits as eager calls. */
+/* A step captured through atk replays to the same bits as eager calls, on
+** the stream it was warmed up on and on a stream first seen in a capture. */
 static void graph_capture(void)
 {
     atk_ctx *ctx;
@@ -406,7 +407,32 @@ static void graph_capture(void)
         CHECK_EQ_INT(g->cu.cuGraphLaunch_(exec, g->stream), CUDA_SUCCESS);
     buf_get(g, &y);
     CHECK(memcmp(y.h, eager, sizeof eager) == 0); /* the last op's output, through all four */
+    /* a stream atk has never served, captured at once: a cuBLAS handle is
+    ** bound to it and its first cublasSetStream / cublasSetWorkspace run
+    ** inside the capture (cuBLAS itself was warmed up by the eager step) */
+    CUstream s2 = NULL;
+    CUgraph graph2 = NULL;
+    CUgraphExec exec2 = NULL;
+    CHECK_EQ_INT(g->cu.cuStreamCreate_(&s2, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    s = (atk_stream)s2;
+    CHECK_EQ_INT(g->cu.cuStreamBeginCapture_(s2, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    CHECK_EQ_INT(STEP(), ATK_OK);
+    CHECK_EQ_INT(g->cu.cuStreamEndCapture_(s2, &graph2), CUDA_SUCCESS);
+    CHECK_EQ_INT(g->cu.cuGraphInstantiate_(&exec2, graph2, 0), CUDA_SUCCESS);
+    g->cu.cuMemsetD16Async_(y.d, 0x7fc0, 2048, g->stream);
+    CHECK_EQ_INT(g->cu.cuStreamSynchronize_(g->stream), CUDA_SUCCESS);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ_INT(g->cu.cuGraphLaunch_(exec2, s2), CUDA_SUCCESS);
+    CHECK_EQ_INT(g->cu.cuStreamSynchronize_(s2), CUDA_SUCCESS);
+    buf_get(g, &y);
+    CHECK(memcmp(y.h, eager, sizeof eager) == 0);
 #undef STEP
+    if (exec2)
+        g->cu.cuGraphExecDestroy_(exec2);
+    if (graph2)
+        g->cu.cuGraphDestroy_(graph2);
+    if (s2)
+        g->cu.cuStreamDestroy_(s2);
     if (exec)
         g->cu.cuGraphExecDestroy_(exec);
     if (graph)
