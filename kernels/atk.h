@@ -236,7 +236,9 @@ typedef struct atk_choice {
 /* Fills *out for op/dtype/shape as a call would be served, without
 ** ATK_STRICT (a strict call refuses anything but path TUNED) and with
 ** pointers aligned to 16 bytes (a call demotes a kernel whose vector loads
-** its pointers do not suit to fallback). Returns ATK_OK. */
+** its pointers do not suit to fallback). Returns ATK_OK, or ATK_ERR_USAGE
+** for a NULL ctx or out, an unknown op or dtype, or a dimension outside
+** 1..INT_MAX (N is not checked for the norms). */
 ATK_API int atk_explain(atk_ctx *ctx, int op, int dtype, int64_t M, int64_t K, int64_t N, atk_choice *out);
 
 /* ------------------------------------------------------------ statistics */

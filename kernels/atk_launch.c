@@ -131,7 +131,7 @@ static int gemv_cublas(atk_ctx *ctx, CUstream stream, int dtype, int M, int K, i
 static int bad(atk_ctx *ctx, int op, const char *why)
 {
     INC(ctx->count[op].rejected);
-    return atk__fail(ctx, ATK_ERR_USAGE, "%s: %s", atk_op_name(op), why);
+    return atk__fail(ctx, ATK_ERR_USAGE, "atk_%s: %s", atk_op_name(op), why);
 }
 
 /* 1 when every pointer is aligned to the kernel's vector loads (TP_VEC
@@ -160,7 +160,7 @@ static int choose(atk_ctx *ctx, int op, int dtype, int M, int K, int N, const vo
     }
     if ((ctx->flags & ATK_STRICT) && *path != ATK_PATH_TUNED) {
         INC(c->missed);
-        return atk__fail(ctx, ATK_ERR_MISS, "%s %s %dx%d%s%.0d: no tuned entry%s (strict mode)", atk_op_name(op),
+        return atk__fail(ctx, ATK_ERR_MISS, "atk_%s %s %dx%d%s%.0d: no tuned entry%s (strict mode)", atk_op_name(op),
                          dtype == ATK_BF16 ? "bf16" : "fp16", M, K, N ? "x" : "", N,
                          demoted ? " for these pointers' alignment" : "");
     }
@@ -178,7 +178,7 @@ int atk_gemv(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, i
 {
     int entry, path, st, pushed;
     if (!ctx)
-        return atk__fail(NULL, ATK_ERR_USAGE, "gemv: NULL context");
+        return atk__fail(NULL, ATK_ERR_USAGE, "atk_gemv: NULL context");
     INC(ctx->count[ATK_OP_GEMV].calls);
     if (dtype != ATK_BF16 && dtype != ATK_FP16)
         return bad(ctx, ATK_OP_GEMV, "dtype must be ATK_BF16 or ATK_FP16");
@@ -224,7 +224,7 @@ static int norm(atk_ctx *ctx, int op, atk_stream stream, int dtype, int64_t T, i
 {
     int entry, path, st, pushed, add = op == ATK_OP_ADD_RMSNORM || op == ATK_OP_ADD_GEMMA_RMSNORM;
     if (!ctx)
-        return atk__fail(NULL, ATK_ERR_USAGE, "%s: NULL context", atk_op_name(op));
+        return atk__fail(NULL, ATK_ERR_USAGE, "atk_%s: NULL context", atk_op_name(op));
     INC(ctx->count[op].calls);
     if (dtype != ATK_BF16 && dtype != ATK_FP16)
         return bad(ctx, op, "dtype must be ATK_BF16 or ATK_FP16");

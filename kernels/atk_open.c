@@ -122,7 +122,7 @@ int atk__open_common(const char *path, const atk_table *table, atk_reader reader
         return atk__fail(NULL, ATK_ERR_USAGE, "atk_open: NULL out");
     *out = NULL;
     if (!(ctx = ctx_new(flags)))
-        return atk__fail(NULL, ATK_ERR_NOMEM, "out of memory");
+        return atk__fail(NULL, ATK_ERR_NOMEM, "atk: out of memory");
     atk_info *in = &ctx->info;
     if (dry) {
         if (!dry->name || !dry->name[0] || dry->cc < 10 || dry->sms < 0) {
