@@ -221,7 +221,8 @@ void atk_close(atk_ctx *ctx)
     if (!ctx)
         return;
     if (ctx->cu.lib && ctx->cuctx) {
-        ctx->cu.cuCtxPushCurrent_(ctx->cuctx);
+        /* pop only what was pushed: a failed push must not pop the caller's context */
+        int pushed = ctx->cu.cuCtxPushCurrent_(ctx->cuctx) == CUDA_SUCCESS;
         atk__blas_destroy(ctx);
         for (size_t i = 0; i < ctx->nentries; i++)
             if (ctx->entries[i].mod)
@@ -230,7 +231,8 @@ void atk_close(atk_ctx *ctx)
             for (int d = 0; d < 2; d++)
                 if (ctx->naive_mod[o][d])
                     ctx->cu.cuModuleUnload_(ctx->naive_mod[o][d]);
-        pop_ctx(ctx);
+        if (pushed)
+            pop_ctx(ctx);
         ctx->cu.cuDevicePrimaryCtxRelease_(ctx->dev);
     }
     /* the driver library stays loaded: cuBLAS (the CUDA runtime) may still
