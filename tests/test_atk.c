@@ -533,6 +533,40 @@ static void test_damaged_rows(void)
     atk_close(ctx);
 }
 
+/* A row whose kernel atk knows but whose parameters do not suit its own
+** shape (TP_VEC=8 with K or H not a multiple of 8: misaligned vector loads)
+** falls back with a reason, instead of being launched on its exact shape. */
+static void test_invalid_for_own_shape(void)
+{
+    char db[128];
+    at_cache *c = NULL;
+    tpath(db, sizeof db, "invalid.db");
+    unlink(db);
+    CHECK_EQ_INT(at_cache_open(db, &c), AT_OK);
+    if (!c)
+        return;
+    at_cache_put_device(c, &H200_INFO);
+    at_key k = key_for(&H200_INFO, "gemv", "1x2050x1024", AT_BF16);
+    put_kernel(c, &k, "splitk", "gemv_splitk", "gemv/gemv_splitk.cu", SPLITK_8192, 32, 1, 512, 3.0);
+    k = key_for(&H200_INFO, "rmsnorm", "1x2052", AT_BF16);
+    put_kernel(c, &k, "block_row", "norm_block_row", "norm/norm_block_row.cu",
+               "TP_THREADS=256 TP_OP=0 TP_WFP32=0 TP_VEC=8 TP_REGS=1 TP_ITEMS=1 TP_PDL=0", 1, 1, 256, 1.0);
+    at_cache_close(c);
+    atk_ctx *ctx = open_dry(db, 0);
+    if (!ctx)
+        return;
+    atk_info in;
+    atk_get_info(ctx, &in);
+    CHECK_EQ_INT(in.loaded, 0);
+    CHECK_EQ_INT(in.failed, 2);
+    CHECK_STR_HAS(atk_report(ctx), "gemv bf16 1x2050x1024: gemv_splitk with");
+    CHECK_STR_HAS(atk_report(ctx), "is not valid for its own shape (TP_VEC=8 must divide K");
+    CHECK_STR_HAS(atk_report(ctx), "must divide H");
+    CHECK_EQ_INT(explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 2050, 1024).path, ATK_PATH_FALLBACK);
+    CHECK_EQ_INT(explain(ctx, ATK_OP_RMSNORM, ATK_BF16, 1, 2052, 0).path, ATK_PATH_FALLBACK);
+    atk_close(ctx);
+}
+
 /* Two rows for one problem on this GPU: the one tuned under the present
 ** driver wins even when the other measured faster. */
 static void test_ranking(void)
@@ -771,6 +805,7 @@ int main(void)
     TT_RUN(test_api_edges);
     TT_RUN(test_broken_tables);
     TT_RUN(test_damaged_rows);
+    TT_RUN(test_invalid_for_own_shape);
     TT_RUN(test_ranking);
     TT_RUN(test_json_table);
     TT_RUN(test_c_table);
