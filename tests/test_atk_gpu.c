@@ -79,6 +79,7 @@ static char db_path[128];
 #define GEMV_PARAMS(pdl) "TP_WARPS=8 TP_WPR=4 TP_ROWS=2 TP_VEC=8 TP_UNROLL=2 TP_CACHE=1 TP_PDL=" pdl
 #define NORM_PARAMS "TP_THREADS=256 TP_OP=0 TP_WFP32=0 TP_VEC=8 TP_REGS=1 TP_ITEMS=1 TP_PDL=0"
 #define ADD_PARAMS "TP_THREADS_PER_ROW=32 TP_ROWS_PER_BLOCK=4 TP_OP=1 TP_WFP32=0 TP_VEC=8 TP_REGS=1 TP_ITEMS=8 TP_PDL=0"
+#define SPLIT_PARAMS "TP_SPLIT=4 TP_THREADS=128 TP_OP=3 TP_WFP32=0 TP_VEC=8 TP_REGS=1 TP_ITEMS=1 TP_PDL=0"
 
 static at_key key_for(const at_device_info *d, const char *op, const char *shape)
 {
@@ -151,7 +152,9 @@ static int put_compiled(at_cache *c, at_templates *t, const at_device_info *d, c
 }
 
 /* gemv 1x2048x2048 (splitk, PDL on sm_90+), gemv 1x1024x512 (a cubin that
-** does not load), rmsnorm 4x2048 (block_row), add_rmsnorm 4x2048 (warp_rows). */
+** does not load), rmsnorm 4x2048 (block_row), add_rmsnorm 4x2048 (warp_rows),
+** and on sm_90+ add_gemma_rmsnorm 2x4096 (split_row: a thread-block cluster
+** per row; the tuner itself never launches a norm, so this is its first run). */
 static int build_cache(at_gpu *g)
 {
     at_cache *c = NULL;
@@ -170,6 +173,10 @@ static int build_cache(at_gpu *g)
                      0) ||
         put_compiled(c, t, d, "add_rmsnorm", "4x2048", "norm/norm_warp_rows.cu", "norm_warp_rows", ADD_PARAMS, g4,
                      128, 0))
+        goto done;
+    const unsigned g5[3] = {4, 2, 1};
+    if (pdl && put_compiled(c, t, d, "add_gemma_rmsnorm", "2x4096", "norm/norm_split_row.cu", "norm_split_row",
+                            SPLIT_PARAMS, g5, 128, 0))
         goto done;
     rc = 0;
 done:
@@ -347,7 +354,8 @@ static void results_equal_reference(void)
     }
     atk_info in;
     atk_get_info(ctx, &in);
-    CHECK_EQ_INT(in.loaded, 4);
+    const int sm90 = in.cc >= 90;
+    CHECK_EQ_INT(in.loaded, sm90 ? 5 : 4);
     CHECK_EQ_INT(in.recompiled, 1); /* 1x1024x512's cubin did not load */
     check_gemv(g, ctx, 1, 2048, 2048, ATK_PATH_TUNED);
     check_gemv(g, ctx, 1, 1024, 512, ATK_PATH_TUNED);  /* the rebuilt cubin */
@@ -362,6 +370,10 @@ static void results_equal_reference(void)
     check_norm(g, ctx, ATK_OP_ADD_RMSNORM, 9, 2048, ATK_PATH_INFERRED);
     check_norm(g, ctx, ATK_OP_GEMMA_RMSNORM, 2, 2048, ATK_PATH_FALLBACK);
     check_norm(g, ctx, ATK_OP_ADD_GEMMA_RMSNORM, 2, 2050, ATK_PATH_FALLBACK);
+    if (sm90) { /* split_row, tuned and inferred (a row of 256 vectors over 4 blocks of 128 threads) */
+        check_norm(g, ctx, ATK_OP_ADD_GEMMA_RMSNORM, 2, 4096, ATK_PATH_TUNED);
+        check_norm(g, ctx, ATK_OP_ADD_GEMMA_RMSNORM, 3, 2048, ATK_PATH_INFERRED);
+    }
     atk_op_stats s;
     atk_stats(ctx, ATK_OP_GEMV, &s);
     CHECK(s.calls == 6 && s.tuned == 2 && s.inferred == 2 && s.fallback == 2);
