@@ -363,6 +363,7 @@ static void test_strict_and_stats(void)
     CHECK_EQ_INT(atk_rmsnorm(ctx, NULL, ATK_BF16, 2, 2048, p, p, p, 1e-6f), ATK_ERR_MISS);
     CHECK_STR_HAS(atk_errmsg(ctx), "rmsnorm bf16 2x2048: no tuned entry");
     CHECK_EQ_INT(atk_stats(ctx, ATK_OP_GEMV, &s), ATK_OK);
+    CHECK(!atk_errmsg(ctx)[0]); /* atk_stats succeeded: the last call's message is "" */
     CHECK(s.calls == 3 && s.tuned == 2 && s.inferred == 0 && s.fallback == 0 && s.missed == 1);
     atk_close(ctx);
 
