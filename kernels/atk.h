@@ -14,7 +14,10 @@
 **     atk_close(ctx);
 **
 ** Pitfall: a context belongs to one GPU (the `device` ordinal given to
-** atk_open); pass only streams and pointers of that GPU.
+** atk_open) and launches in that GPU's primary context, the one the CUDA
+** runtime uses (cudaSetDevice): pass only streams and memory of that
+** context. An engine that made its own context with cuCtxCreate must not
+** pass its streams or allocations to atk.
 */
 #ifndef ATK_H
 #define ATK_H
