@@ -14,7 +14,10 @@
 **     atk_close(ctx);
 **
 ** Pitfall: a context belongs to one GPU (the `device` ordinal given to
-** atk_open); pass only streams and pointers of that GPU.
+** atk_open) and launches in that GPU's primary context, the one the CUDA
+** runtime uses (cudaSetDevice): pass only streams and memory of that
+** context. An engine that made its own context with cuCtxCreate must not
+** pass its streams or allocations to atk.
 */
 #ifndef ATK_H
 #define ATK_H
@@ -47,7 +50,7 @@ typedef struct CUstream_st *atk_stream;
 enum atk_status {
     ATK_OK = 0,
     ATK_ERR_USAGE = 2,       /* bad argument (NULL ctx, dimension, dtype ...)   */
-    ATK_ERR_NOGPU = 4,       /* no driver, no such GPU                          */
+    ATK_ERR_NOGPU = 4,       /* no driver, no such GPU, a GPU older than sm_80  */
     ATK_ERR_CUDA = 5,        /* a CUDA driver or cuBLAS call failed             */
     ATK_ERR_CUDA_STICKY = 6, /* the CUDA context is lost: restart the process   */
     ATK_ERR_NVRTC = 7,       /* NVRTC itself unusable                           */
@@ -154,7 +157,7 @@ typedef struct atk_table {
 ** *out, the context (free with atk_close). A missing, unreadable, corrupt or
 ** foreign table is not an error: the context opens with every call on
 ** fallback, and atk_report(ctx) says why (unless ATK_STRICT_OPEN). Errors:
-** ATK_ERR_NOGPU (no driver / no such device), ATK_ERR_CUDA, ATK_ERR_NOMEM,
+** ATK_ERR_NOGPU (no driver / no such device / older than sm_80), ATK_ERR_CUDA, ATK_ERR_NOMEM,
 ** ATK_ERR_TABLE (strict open only); then *out is NULL and atk_errmsg(NULL)
 ** on this thread says why. The driver (libcuda.so.1) is loaded at run time. */
 ATK_API int atk_open(const char *path, int device, unsigned flags, atk_ctx **out);
@@ -189,7 +192,11 @@ ATK_API void atk_close(atk_ctx *ctx);
 /* ----------------------------------------------------------------- calls
 ** Launch path (all five calls): no allocation, no synchronization, no
 ** module loading, no NVRTC; safe inside CUDA graph capture and from many
-** threads at once (the context is immutable; counters are atomic). The
+** threads at once (the context is immutable; counters are atomic). atk's
+** own kernels are loaded at atk_open; a GEMV that falls back to cuBLAS runs
+** cublasGemmEx, which may initialise itself and (lazily) load the kernel it
+** picks on its first call for a shape: run one eager step, synchronized,
+** before capturing (as examples/decode does). The
 ** calling thread need not have the context current (it is pushed and popped
 ** when it is not). Pointers are device pointers of the context's GPU; 16-bit
 ** elements of `dtype`, rows contiguous. Return ATK_OK once the kernel is
@@ -232,7 +239,9 @@ typedef struct atk_choice {
 /* Fills *out for op/dtype/shape as a call would be served, without
 ** ATK_STRICT (a strict call refuses anything but path TUNED) and with
 ** pointers aligned to 16 bytes (a call demotes a kernel whose vector loads
-** its pointers do not suit to fallback). Returns ATK_OK. */
+** its pointers do not suit to fallback). Returns ATK_OK, or ATK_ERR_USAGE
+** for a NULL ctx or out, an unknown op or dtype, or a dimension outside
+** 1..INT_MAX (N is not checked for the norms). */
 ATK_API int atk_explain(atk_ctx *ctx, int op, int dtype, int64_t M, int64_t K, int64_t N, atk_choice *out);
 
 /* ------------------------------------------------------------ statistics */

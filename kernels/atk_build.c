@@ -81,7 +81,7 @@ int atk__ctx_build(atk_ctx *ctx, atk_rows *rows, atk_sources *src)
     char why[512];
     in->for_this_gpu = rows->n;
     if (rows->n && !(c = calloc(rows->n, sizeof *c)))
-        return atk__fail(NULL, ATK_ERR_NOMEM, "out of memory");
+        return atk__fail(NULL, ATK_ERR_NOMEM, "atk: out of memory");
     for (size_t i = 0; i < rows->n; i++) {
         const atk_row *r = &rows->v[i];
         if (!row_ok(ctx, r, why, sizeof why) || !atk__entry_init(&c[nc].e, r, why, sizeof why)) {
@@ -97,7 +97,7 @@ int atk__ctx_build(atk_ctx *ctx, atk_rows *rows, atk_sources *src)
     if (nc)
         qsort(c, nc, sizeof *c, cmp_cand);
     if (nc && !(ctx->entries = calloc(nc, sizeof *ctx->entries))) {
-        st = atk__fail(NULL, ATK_ERR_NOMEM, "out of memory");
+        st = atk__fail(NULL, ATK_ERR_NOMEM, "atk: out of memory");
         goto done;
     }
     for (size_t i = 0; i < nc;) {
@@ -130,7 +130,7 @@ int atk__ctx_build(atk_ctx *ctx, atk_rows *rows, atk_sources *src)
     if ((st = atk__index_build(ctx)) != ATK_OK)
         goto done;
     if (!(ctx->memo = calloc(ATK_MEMO_SLOTS, sizeof *ctx->memo))) {
-        st = atk__fail(NULL, ATK_ERR_NOMEM, "out of memory");
+        st = atk__fail(NULL, ATK_ERR_NOMEM, "atk: out of memory");
         goto done;
     }
     for (size_t i = 0; i < ATK_MEMO_SLOTS; i++)

@@ -194,7 +194,15 @@ int atk__entry_init(atk_entry *e, const atk_row *r, char *why, size_t len)
         return 0;
     }
     unsigned g[3], b[3];
-    e->inferable = e->strategy != ATK_S_UNKNOWN && atk__entry_geometry(e, e->M, e->K, e->N, g, b) &&
-                   !memcmp(g, e->grid, sizeof g) && !memcmp(b, e->block, sizeof b) && e->smem == 0;
+    /* a kernel atk knows must be valid for its own shape (TP_VEC divides K
+    ** or H, ...): the tuner never stores one that is not, and launching it
+    ** would read misaligned vectors (a sticky error) */
+    if (e->strategy != ATK_S_UNKNOWN && !atk__entry_geometry(e, e->M, e->K, e->N, g, b)) {
+        snprintf(why, len, "%s with %s is not valid for its own shape (TP_VEC=%d must divide %s; warps, rows, "
+                 "threads in range)", r->kernel, r->params, e->p.vec, e->op == ATK_OP_GEMV ? "K" : "H");
+        return 0;
+    }
+    e->inferable = e->strategy != ATK_S_UNKNOWN && !memcmp(g, e->grid, sizeof g) && !memcmp(b, e->block, sizeof b) &&
+                   e->smem == 0;
     return 1;
 }

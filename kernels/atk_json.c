@@ -108,7 +108,7 @@ static int read_doc(const char *path, const at_json *root, const char *name, int
         for (size_t j = 0; j < ents->count; j++) {
             atk_row *r = atk__rows_push(rows);
             if (!r)
-                return atk__fail(NULL, ATK_ERR_NOMEM, "out of memory");
+                return atk__fail(NULL, ATK_ERR_NOMEM, "atk: out of memory");
             snprintf(d.where + base, sizeof d.where - base, ".entries[%zu]", j);
             if (ents->items[j].type != AT_JSON_OBJECT)
                 return at_json_fail(&d, NULL, "expected an object");
@@ -128,7 +128,7 @@ int atk__read_json(const char *path, const char *name, int cc, int sms, atk_rows
     at_json *root = NULL;
     int st = ATK_OK;
     if (!f || fstat(fileno(f), &sb) != 0) {
-        st = atk__fail(NULL, ATK_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+        st = atk__fail(NULL, ATK_ERR_IO, "atk: cannot read %s: %s", path, strerror(errno));
         goto done;
     }
     if (!S_ISREG(sb.st_mode) || sb.st_size > ATK_JSON_MAX_BYTES) {
@@ -138,11 +138,11 @@ int atk__read_json(const char *path, const char *name, int cc, int sms, atk_rows
     }
     size_t n = (size_t)sb.st_size;
     if (!(text = malloc(n ? n : 1))) {
-        st = atk__fail(NULL, ATK_ERR_NOMEM, "out of memory reading %s", path);
+        st = atk__fail(NULL, ATK_ERR_NOMEM, "atk: out of memory reading %s", path);
         goto done;
     }
     if (fread(text, 1, n, f) != n) {
-        st = atk__fail(NULL, ATK_ERR_IO, "cannot read %s: short read", path);
+        st = atk__fail(NULL, ATK_ERR_IO, "atk: cannot read %s: short read", path);
         goto done;
     }
     if ((st = at_json_parse(text, n, path, &root)) != 0 || (st = read_doc(path, root, name, cc, sms, rows)) != 0)

@@ -10,6 +10,7 @@
 #include "atk_internal.h"
 
 #include <sched.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -34,9 +35,10 @@ static void leave(atk_ctx *ctx, int pushed)
         ctx->cu.cuCtxPopCurrent_(&c);
 }
 
-static int launch(atk_ctx *ctx, CUfunction fn, const unsigned grid[3], const unsigned block[3], unsigned smem, int pdl,
-                  CUstream stream, void **args)
+static int launch(atk_ctx *ctx, CUfunction fn, const char *name, const unsigned grid[3], const unsigned block[3],
+                  unsigned smem, int pdl, CUstream stream, void **args)
 {
+    char what[96];
     CUresult r;
     if (pdl) {
         /* may start while the previous kernel drains; the kernel waits
@@ -53,17 +55,24 @@ static int launch(atk_ctx *ctx, CUfunction fn, const unsigned grid[3], const uns
         r = ctx->cu.cuLaunchKernel_(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, stream, args,
                                     NULL);
     }
-    return atk__cuda_check(ctx, &ctx->cu, r, "launching a kernel");
+    if (r == CUDA_SUCCESS)
+        return ATK_OK;
+    snprintf(what, sizeof what, "%s %s (grid %u,%u,%u block %u)", pdl ? "cuLaunchKernelEx" : "cuLaunchKernel", name,
+             grid[0], grid[1], grid[2], block[0]);
+    return atk__cuda_check(ctx, &ctx->cu, r, what);
 }
 
 /* A preallocated cuBLAS handle, claimed with a test-and-set: the one bound
 ** to this stream, else an unbound one (bound to it now), else any (used
-** without workspace). *own says whether its workspace is this stream's. */
+** without workspace). *own says whether its workspace is this stream's.
+** CU_STREAM_PER_THREAD (= cudaStreamPerThread) is one handle value for a
+** different stream in every thread: it never owns a workspace. */
 static atk_blas *blas_claim(atk_ctx *ctx, CUstream stream, int *own)
 {
     const uintptr_t key = (uintptr_t)stream * 2u + 1u; /* never 0, also for the NULL stream */
+    const int first_pass = stream == CU_STREAM_PER_THREAD ? 2 : 0;
     for (unsigned spin = 0;; spin++) {
-        for (int pass = 0; pass < 3; pass++)
+        for (int pass = first_pass; pass < 3; pass++)
             for (int i = 0; i < ATK_BLAS_HANDLES; i++) {
                 atk_blas *b = &ctx->blas[i];
                 uintptr_t bound = atomic_load_explicit(&b->bound, memory_order_relaxed);
@@ -75,7 +84,7 @@ static atk_blas *blas_claim(atk_ctx *ctx, CUstream stream, int *own)
                     b->has_bound = 1;
                     atomic_store_explicit(&b->bound, key, memory_order_relaxed);
                 }
-                *own = atomic_load_explicit(&b->bound, memory_order_relaxed) == key;
+                *own = !first_pass && atomic_load_explicit(&b->bound, memory_order_relaxed) == key;
                 return b;
             }
         if (spin > 16)
@@ -122,7 +131,7 @@ static int gemv_cublas(atk_ctx *ctx, CUstream stream, int dtype, int M, int K, i
 static int bad(atk_ctx *ctx, int op, const char *why)
 {
     INC(ctx->count[op].rejected);
-    return atk__fail(ctx, ATK_ERR_USAGE, "%s: %s", atk_op_name(op), why);
+    return atk__fail(ctx, ATK_ERR_USAGE, "atk_%s: %s", atk_op_name(op), why);
 }
 
 /* 1 when every pointer is aligned to the kernel's vector loads (TP_VEC
@@ -151,7 +160,7 @@ static int choose(atk_ctx *ctx, int op, int dtype, int M, int K, int N, const vo
     }
     if ((ctx->flags & ATK_STRICT) && *path != ATK_PATH_TUNED) {
         INC(c->missed);
-        return atk__fail(ctx, ATK_ERR_MISS, "%s %s %dx%d%s%.0d: no tuned entry%s (strict mode)", atk_op_name(op),
+        return atk__fail(ctx, ATK_ERR_MISS, "atk_%s %s %dx%d%s%.0d: no tuned entry%s (strict mode)", atk_op_name(op),
                          dtype == ATK_BF16 ? "bf16" : "fp16", M, K, N ? "x" : "", N,
                          demoted ? " for these pointers' alignment" : "");
     }
@@ -169,7 +178,7 @@ int atk_gemv(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, i
 {
     int entry, path, st, pushed;
     if (!ctx)
-        return atk__fail(NULL, ATK_ERR_USAGE, "gemv: NULL context");
+        return atk__fail(NULL, ATK_ERR_USAGE, "atk_gemv: NULL context");
     INC(ctx->count[ATK_OP_GEMV].calls);
     if (dtype != ATK_BF16 && dtype != ATK_FP16)
         return bad(ctx, ATK_OP_GEMV, "dtype must be ATK_BF16 or ATK_FP16");
@@ -201,7 +210,7 @@ int atk_gemv(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, i
         } else {
             atk__entry_geometry(e, m, k, n, grid, block);
         }
-        st = launch(ctx, e->fn, grid, block, e->smem, e->pdl, s, args);
+        st = launch(ctx, e->fn, e->kernel, grid, block, e->smem, e->pdl, s, args);
     }
     leave(ctx, pushed);
     if (st == ATK_OK)
@@ -215,7 +224,7 @@ static int norm(atk_ctx *ctx, int op, atk_stream stream, int dtype, int64_t T, i
 {
     int entry, path, st, pushed, add = op == ATK_OP_ADD_RMSNORM || op == ATK_OP_ADD_GEMMA_RMSNORM;
     if (!ctx)
-        return atk__fail(NULL, ATK_ERR_USAGE, "%s: NULL context", atk_op_name(op));
+        return atk__fail(NULL, ATK_ERR_USAGE, "atk_%s: NULL context", atk_op_name(op));
     INC(ctx->count[op].calls);
     if (dtype != ATK_BF16 && dtype != ATK_FP16)
         return bad(ctx, op, "dtype must be ATK_BF16 or ATK_FP16");
@@ -241,7 +250,7 @@ static int norm(atk_ctx *ctx, int op, atk_stream stream, int dtype, int64_t T, i
     void *args[] = {&dx, &dr, &dw, &dy, &t, &h, &eps};
     unsigned grid[3] = {(unsigned)t, 1, 1}, block[3] = {256, 1, 1};
     if (!e || e->strategy == ATK_S_BASELINE) {
-        st = launch(ctx, ctx->naive_fn[op][dtype - 1], grid, block, 0, 0, (CUstream)stream, args);
+        st = launch(ctx, ctx->naive_fn[op][dtype - 1], "norm_naive", grid, block, 0, 0, (CUstream)stream, args);
     } else {
         if (path == ATK_PATH_TUNED) {
             memcpy(grid, e->grid, sizeof grid);
@@ -249,7 +258,7 @@ static int norm(atk_ctx *ctx, int op, atk_stream stream, int dtype, int64_t T, i
         } else {
             atk__entry_geometry(e, t, h, 0, grid, block);
         }
-        st = launch(ctx, e->fn, grid, block, e->smem, e->pdl, (CUstream)stream, args);
+        st = launch(ctx, e->fn, e->kernel, grid, block, e->smem, e->pdl, (CUstream)stream, args);
     }
     leave(ctx, pushed);
     if (st == ATK_OK)

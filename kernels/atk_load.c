@@ -104,15 +104,30 @@ static const char *find_source(const atk_row *r, atk_sources *s, char **own)
     return *own = slurp(path);
 }
 
-/* Loads a cubin and finds e's kernel; 0 with why[] on failure. */
-static int load_image(atk_ctx *ctx, atk_entry *e, const void *image, char *why, size_t len)
+/* Loads a cubin and finds e's kernel; 0 with why[] on failure. A borrowed
+** image (a compiled table's byte array, 1-byte aligned) that is not 16-byte
+** aligned is loaded from an aligned copy: the driver reads ELF headers out
+** of it, and nothing documents that it accepts any alignment (defensive). */
+static int load_image(atk_ctx *ctx, atk_entry *e, const void *image, size_t size, char *why, size_t len)
 {
     atk_driver *cu = &ctx->cu;
+    void *copy = NULL;
+    if ((uintptr_t)image % 16u) {
+        if (!(copy = malloc(size))) {
+            snprintf(why, len, "atk: out of memory (copying a cubin of %zu bytes)", size);
+            return 0;
+        }
+        memcpy(copy, image, size);
+        image = copy;
+    }
     CUresult r = cu->cuModuleLoadData_(&e->mod, image);
     if (r == CUDA_SUCCESS)
         r = cu->cuModuleGetFunction_(&e->fn, e->mod, e->kernel);
     if (r == CUDA_SUCCESS && e->smem > 48u * 1024)
         r = cu->cuFuncSetAttribute_(e->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)e->smem);
+    /* the image is freed only after cuModuleGetFunction: with lazy loading
+    ** (the default since CUDA 12.2) that is when the kernel is loaded */
+    free(copy);
     if (r == CUDA_SUCCESS)
         return 1;
     atk__cuda_check(NULL, cu, r, "loading the cubin");
@@ -132,7 +147,7 @@ int atk__entry_load(atk_ctx *ctx, atk_entry *e, const atk_row *r, atk_sources *s
     int ok = 0;
     if (ctx->dry || e->strategy == ATK_S_BASELINE)
         return 1; /* dry: the sha256 was checked; baseline: nothing to load */
-    if (load_image(ctx, e, r->cubin, first, sizeof first))
+    if (load_image(ctx, e, r->cubin, r->cubin_size, first, sizeof first))
         return 1;
     if (ctx->flags & ATK_NO_NVRTC) {
         snprintf(why, len, "%s (ATK_NO_NVRTC: not recompiled)", first);
@@ -148,7 +163,7 @@ int atk__entry_load(atk_ctx *ctx, atk_entry *e, const atk_row *r, atk_sources *s
     }
     if (!atk__nvrtc_compile(r->template_name, text, src, r->options, r->params, &cubin, &size, why, len))
         goto done;
-    if (!(ok = load_image(ctx, e, cubin, why, len)))
+    if (!(ok = load_image(ctx, e, cubin, size, why, len)))
         goto done;
     e->recompiled = 1;
 done:

@@ -32,7 +32,7 @@ int atk__index_build(atk_ctx *ctx)
     while (size < 2 * ctx->nentries)
         size *= 2;
     if (!(ctx->index = malloc(size * sizeof *ctx->index)))
-        return atk__fail(NULL, ATK_ERR_NOMEM, "out of memory");
+        return atk__fail(NULL, ATK_ERR_NOMEM, "atk: out of memory");
     for (size_t i = 0; i < size; i++)
         ctx->index[i] = -1;
     ctx->index_mask = size - 1;

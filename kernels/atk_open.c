@@ -94,6 +94,11 @@ static int open_gpu(atk_ctx *ctx, int device)
             ATK_OK)
         return st;
     in->cc = 10 * major + minor;
+    if (in->cc < 80) /* else the built-in norms' fatbins fail to load with NO_BINARY_FOR_GPU */
+        return atk__fail(NULL, ATK_ERR_NOGPU,
+                         "atk: GPU %d (%s) is sm_%d; atk needs sm_80 or newer (its kernels use bf16 conversions; the "
+                         "built-in norms are built for sm_80..sm_90 and compute_90 PTX)",
+                         device, in->device, in->cc);
     if ((st = atk__cuda_check(NULL, cu, cu->cuDevicePrimaryCtxRetain_(&ctx->cuctx, ctx->dev),
                               "cuDevicePrimaryCtxRetain")) != ATK_OK)
         return st;
@@ -117,7 +122,7 @@ int atk__open_common(const char *path, const atk_table *table, atk_reader reader
         return atk__fail(NULL, ATK_ERR_USAGE, "atk_open: NULL out");
     *out = NULL;
     if (!(ctx = ctx_new(flags)))
-        return atk__fail(NULL, ATK_ERR_NOMEM, "out of memory");
+        return atk__fail(NULL, ATK_ERR_NOMEM, "atk: out of memory");
     atk_info *in = &ctx->info;
     if (dry) {
         if (!dry->name || !dry->name[0] || dry->cc < 10 || dry->sms < 0) {
@@ -216,7 +221,8 @@ void atk_close(atk_ctx *ctx)
     if (!ctx)
         return;
     if (ctx->cu.lib && ctx->cuctx) {
-        ctx->cu.cuCtxPushCurrent_(ctx->cuctx);
+        /* pop only what was pushed: a failed push must not pop the caller's context */
+        int pushed = ctx->cu.cuCtxPushCurrent_(ctx->cuctx) == CUDA_SUCCESS;
         atk__blas_destroy(ctx);
         for (size_t i = 0; i < ctx->nentries; i++)
             if (ctx->entries[i].mod)
@@ -225,7 +231,8 @@ void atk_close(atk_ctx *ctx)
             for (int d = 0; d < 2; d++)
                 if (ctx->naive_mod[o][d])
                     ctx->cu.cuModuleUnload_(ctx->naive_mod[o][d]);
-        pop_ctx(ctx);
+        if (pushed)
+            pop_ctx(ctx);
         ctx->cu.cuDevicePrimaryCtxRelease_(ctx->dev);
     }
     /* the driver library stays loaded: cuBLAS (the CUDA runtime) may still

@@ -45,19 +45,19 @@ static void copy(char *dst, size_t cap, const char *src)
 int atk__read_table(const atk_table *t, const char *name, int cc, int sms, atk_rows *rows)
 {
     if (t->version != 1)
-        return atk__fail(NULL, ATK_ERR_TABLE, "compiled table has version %d (this atk reads 1)", t->version);
+        return atk__fail(NULL, ATK_ERR_TABLE, "atk: compiled table has version %d (this atk reads 1)", t->version);
     rows->total = t->nentries;
     for (size_t i = 0; i < t->nentries; i++) {
         const atk_table_entry *e = &t->entries[i];
         if (e->device < 0 || (size_t)e->device >= t->ndevices)
-            return atk__fail(NULL, ATK_ERR_TABLE, "compiled table: entry %zu names device %d of %zu", i,
+            return atk__fail(NULL, ATK_ERR_TABLE, "atk: compiled table: entry %zu names device %d of %zu", i,
                              e->device, t->ndevices);
         const atk_table_device *d = &t->devices[e->device];
         if (!d->name || strcmp(d->name, name) || 10 * d->cc_major + d->cc_minor != cc || d->sms != sms)
             continue;
         atk_row *r = atk__rows_push(rows);
         if (!r)
-            return atk__fail(NULL, ATK_ERR_NOMEM, "out of memory");
+            return atk__fail(NULL, ATK_ERR_NOMEM, "atk: out of memory");
         copy(r->key_sha, sizeof r->key_sha, e->key_sha);
         copy(r->op, sizeof r->op, e->op);
         copy(r->dtype, sizeof r->dtype, e->dtype);

@@ -53,11 +53,11 @@ int atk__read_sqlite(const char *path, const char *name, int cc, int sms, atk_ro
     int v = 0, n = 0, total = 0, st = ATK_OK, rc;
     FILE *f = fopen(path, "rb");
     if (!f)
-        return atk__fail(NULL, ATK_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+        return atk__fail(NULL, ATK_ERR_IO, "atk: cannot read %s: %s", path, strerror(errno));
     size_t got = fread(head, 1, sizeof head, f);
     fclose(f);
     if (got != sizeof head || memcmp(head, magic, sizeof head))
-        return atk__fail(NULL, ATK_ERR_TABLE, "%s is not an autotune table (neither SQLite nor JSON)", path);
+        return atk__fail(NULL, ATK_ERR_TABLE, "atk: %s is not an autotune table (neither SQLite nor JSON)", path);
     rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL);
     if (rc != SQLITE_OK) {
         st = atk__fail(NULL, ATK_ERR_TABLE, "sqlite: cannot open %s: %s", path,
@@ -75,7 +75,7 @@ int atk__read_sqlite(const char *path, const char *name, int cc, int sms, atk_ro
         goto done;
     }
     if (v != ATK_SCHEMA_VERSION || n != 3) {
-        st = atk__fail(NULL, ATK_ERR_TABLE, "%s is not an autotune cache of schema %d (user_version %d%s)",
+        st = atk__fail(NULL, ATK_ERR_TABLE, "atk: %s is not an autotune cache of schema %d (user_version %d%s)",
                        path, ATK_SCHEMA_VERSION, v, n != 3 ? ", other tables" : "");
         goto done;
     }
@@ -90,7 +90,7 @@ int atk__read_sqlite(const char *path, const char *name, int cc, int sms, atk_ro
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         atk_row *r = atk__rows_push(rows);
         if (!r) {
-            st = atk__fail(NULL, ATK_ERR_NOMEM, "out of memory reading %s", path);
+            st = atk__fail(NULL, ATK_ERR_NOMEM, "atk: out of memory reading %s", path);
             goto done;
         }
         char *const text[] = {r->key_sha, r->op, r->dtype, r->shape, r->device};
@@ -120,7 +120,7 @@ int atk__read_sqlite(const char *path, const char *name, int cc, int sms, atk_ro
         if (blob && size) {
             unsigned char *copy = malloc(size);
             if (!copy) {
-                st = atk__fail(NULL, ATK_ERR_NOMEM, "out of memory (cubin of %zu bytes)", size);
+                st = atk__fail(NULL, ATK_ERR_NOMEM, "atk: out of memory (cubin of %zu bytes)", size);
                 goto done;
             }
             memcpy(copy, blob, size);

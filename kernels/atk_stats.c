@@ -21,6 +21,7 @@ int atk_stats(const atk_ctx *ctx, int op, atk_op_stats *out)
     out->fallback = LOAD(c->fallback);
     out->missed = LOAD(c->missed);
     out->rejected = LOAD(c->rejected);
+    atk__clear(ctx);
     return ATK_OK;
 }
 
@@ -44,6 +45,7 @@ int atk_get_info(const atk_ctx *ctx, atk_info *out)
     if (!ctx || !out)
         return atk__fail(ctx, ATK_ERR_USAGE, "atk_get_info: NULL argument");
     *out = ctx->info;
+    atk__clear(ctx);
     return ATK_OK;
 }
 

@@ -79,6 +79,7 @@ static char db_path[128];
 #define GEMV_PARAMS(pdl) "TP_WARPS=8 TP_WPR=4 TP_ROWS=2 TP_VEC=8 TP_UNROLL=2 TP_CACHE=1 TP_PDL=" pdl
 #define NORM_PARAMS "TP_THREADS=256 TP_OP=0 TP_WFP32=0 TP_VEC=8 TP_REGS=1 TP_ITEMS=1 TP_PDL=0"
 #define ADD_PARAMS "TP_THREADS_PER_ROW=32 TP_ROWS_PER_BLOCK=4 TP_OP=1 TP_WFP32=0 TP_VEC=8 TP_REGS=1 TP_ITEMS=8 TP_PDL=0"
+#define SPLIT_PARAMS "TP_SPLIT=4 TP_THREADS=128 TP_OP=3 TP_WFP32=0 TP_VEC=8 TP_REGS=1 TP_ITEMS=1 TP_PDL=0"
 
 static at_key key_for(const at_device_info *d, const char *op, const char *shape)
 {
@@ -151,7 +152,9 @@ static int put_compiled(at_cache *c, at_templates *t, const at_device_info *d, c
 }
 
 /* gemv 1x2048x2048 (splitk, PDL on sm_90+), gemv 1x1024x512 (a cubin that
-** does not load), rmsnorm 4x2048 (block_row), add_rmsnorm 4x2048 (warp_rows). */
+** does not load), rmsnorm 4x2048 (block_row), add_rmsnorm 4x2048 (warp_rows),
+** and on sm_90+ add_gemma_rmsnorm 2x4096 (split_row: a thread-block cluster
+** per row; the tuner itself never launches a norm, so this is its first run). */
 static int build_cache(at_gpu *g)
 {
     at_cache *c = NULL;
@@ -170,6 +173,10 @@ static int build_cache(at_gpu *g)
                      0) ||
         put_compiled(c, t, d, "add_rmsnorm", "4x2048", "norm/norm_warp_rows.cu", "norm_warp_rows", ADD_PARAMS, g4,
                      128, 0))
+        goto done;
+    const unsigned g5[3] = {4, 2, 1};
+    if (pdl && put_compiled(c, t, d, "add_gemma_rmsnorm", "2x4096", "norm/norm_split_row.cu", "norm_split_row",
+                            SPLIT_PARAMS, g5, 128, 0))
         goto done;
     rc = 0;
 done:
@@ -347,7 +354,8 @@ static void results_equal_reference(void)
     }
     atk_info in;
     atk_get_info(ctx, &in);
-    CHECK_EQ_INT(in.loaded, 4);
+    const int sm90 = in.cc >= 90;
+    CHECK_EQ_INT(in.loaded, sm90 ? 5 : 4);
     CHECK_EQ_INT(in.recompiled, 1); /* 1x1024x512's cubin did not load */
     check_gemv(g, ctx, 1, 2048, 2048, ATK_PATH_TUNED);
     check_gemv(g, ctx, 1, 1024, 512, ATK_PATH_TUNED);  /* the rebuilt cubin */
@@ -362,6 +370,10 @@ static void results_equal_reference(void)
     check_norm(g, ctx, ATK_OP_ADD_RMSNORM, 9, 2048, ATK_PATH_INFERRED);
     check_norm(g, ctx, ATK_OP_GEMMA_RMSNORM, 2, 2048, ATK_PATH_FALLBACK);
     check_norm(g, ctx, ATK_OP_ADD_GEMMA_RMSNORM, 2, 2050, ATK_PATH_FALLBACK);
+    if (sm90) { /* split_row, tuned and inferred (a row of 256 vectors over 4 blocks of 128 threads) */
+        check_norm(g, ctx, ATK_OP_ADD_GEMMA_RMSNORM, 2, 4096, ATK_PATH_TUNED);
+        check_norm(g, ctx, ATK_OP_ADD_GEMMA_RMSNORM, 3, 2048, ATK_PATH_INFERRED);
+    }
     atk_op_stats s;
     atk_stats(ctx, ATK_OP_GEMV, &s);
     CHECK(s.calls == 6 && s.tuned == 2 && s.inferred == 2 && s.fallback == 2);
@@ -369,7 +381,8 @@ static void results_equal_reference(void)
     at_gpu_close(g);
 }
 
-/* A step captured through atk replays to the same bits as eager calls. */
+/* A step captured through atk replays to the same bits as eager calls, on
+** the stream it was warmed up on and on a stream first seen in a capture. */
 static void graph_capture(void)
 {
     atk_ctx *ctx;
@@ -406,7 +419,32 @@ static void graph_capture(void)
         CHECK_EQ_INT(g->cu.cuGraphLaunch_(exec, g->stream), CUDA_SUCCESS);
     buf_get(g, &y);
     CHECK(memcmp(y.h, eager, sizeof eager) == 0); /* the last op's output, through all four */
+    /* a stream atk has never served, captured at once: a cuBLAS handle is
+    ** bound to it and its first cublasSetStream / cublasSetWorkspace run
+    ** inside the capture (cuBLAS itself was warmed up by the eager step) */
+    CUstream s2 = NULL;
+    CUgraph graph2 = NULL;
+    CUgraphExec exec2 = NULL;
+    CHECK_EQ_INT(g->cu.cuStreamCreate_(&s2, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    s = (atk_stream)s2;
+    CHECK_EQ_INT(g->cu.cuStreamBeginCapture_(s2, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    CHECK_EQ_INT(STEP(), ATK_OK);
+    CHECK_EQ_INT(g->cu.cuStreamEndCapture_(s2, &graph2), CUDA_SUCCESS);
+    CHECK_EQ_INT(g->cu.cuGraphInstantiate_(&exec2, graph2, 0), CUDA_SUCCESS);
+    g->cu.cuMemsetD16Async_(y.d, 0x7fc0, 2048, g->stream);
+    CHECK_EQ_INT(g->cu.cuStreamSynchronize_(g->stream), CUDA_SUCCESS);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ_INT(g->cu.cuGraphLaunch_(exec2, s2), CUDA_SUCCESS);
+    CHECK_EQ_INT(g->cu.cuStreamSynchronize_(s2), CUDA_SUCCESS);
+    buf_get(g, &y);
+    CHECK(memcmp(y.h, eager, sizeof eager) == 0);
 #undef STEP
+    if (exec2)
+        g->cu.cuGraphExecDestroy_(exec2);
+    if (graph2)
+        g->cu.cuGraphDestroy_(graph2);
+    if (s2)
+        g->cu.cuStreamDestroy_(s2);
     if (exec)
         g->cu.cuGraphExecDestroy_(exec);
     if (graph)
@@ -427,14 +465,15 @@ static void *work(void *arg)
 {
     worker *w = arg;
     CUstream s = NULL;
-    /* a thread with no current context: atk pushes its own */
-    if (w->g->cu.cuStreamCreate_(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
-        w->g->cu.cuCtxSetCurrent_(w->g->ctx);
-        if (w->g->cu.cuStreamCreate_(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
-            w->errors++;
-            return NULL;
-        }
+    /* creating the stream needs the context current; then the odd threads
+    ** drop it, so atk must push its own context (and pop it) on every call */
+    if (w->g->cu.cuCtxSetCurrent_(w->g->ctx) != CUDA_SUCCESS ||
+        w->g->cu.cuStreamCreate_(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+        w->errors++;
+        return NULL;
     }
+    if (w->id % 2 && w->g->cu.cuCtxSetCurrent_(NULL) != CUDA_SUCCESS)
+        w->errors++;
     CUdeviceptr y = w->y + (CUdeviceptr)w->id * 2048 * 2;
     for (int r = 0; r < 200; r++) {
         int N = r % 3 == 0 ? 2048 : r % 3 == 1 ? 1000 : 300; /* tuned, inferred, cuBLAS (K=2046) */
@@ -442,7 +481,8 @@ static void *work(void *arg)
         if (atk_gemv(w->ctx, (atk_stream)s, ATK_BF16, 1, K, N, (void *)w->x, (void *)w->W, (void *)y) != ATK_OK)
             w->errors++;
     }
-    if (w->g->cu.cuStreamSynchronize_(s) != CUDA_SUCCESS)
+    if ((w->id % 2 && w->g->cu.cuCtxSetCurrent_(w->g->ctx) != CUDA_SUCCESS) ||
+        w->g->cu.cuStreamSynchronize_(s) != CUDA_SUCCESS)
         w->errors++;
     w->g->cu.cuStreamDestroy_(s);
     return NULL;

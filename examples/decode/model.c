@@ -130,21 +130,26 @@ static int compile(model *m, const char *templates, const char *name, const char
     }
     snprintf(archopt, sizeof archopt, "--gpu-architecture=sm_%d", arch);
     const char *opts[] = {archopt, "-std=c++17", "-DTP_DTYPE=1", "-DTP_WFP32=0", extra};
-    if (nvrtcCreateProgram(&prog, src, name, 4, (const char *const *)htext, hnames) != NVRTC_SUCCESS)
+    nvrtcResult r = nvrtcCreateProgram(&prog, src, name, 4, (const char *const *)htext, hnames);
+    if (r != NVRTC_SUCCESS) {
+        fprintf(stderr, "decode: nvrtc: nvrtcCreateProgram(%s): %s\n", name, nvrtcGetErrorString(r));
         goto done;
-    if (nvrtcCompileProgram(prog, extra ? 5 : 4, opts) != NVRTC_SUCCESS) {
+    }
+    if ((r = nvrtcCompileProgram(prog, extra ? 5 : 4, opts)) != NVRTC_SUCCESS) {
         size_t n = 0;
         nvrtcGetProgramLogSize(prog, &n);
         char *log = malloc(n + 1);
-        if (log && nvrtcGetProgramLog(prog, log) == NVRTC_SUCCESS)
-            fprintf(stderr, "decode: nvrtc: %s does not compile:\n%s\n", name, log);
+        fprintf(stderr, "decode: nvrtc: %s does not compile for sm_%d: %s\n%s\n", name, arch, nvrtcGetErrorString(r),
+                log && nvrtcGetProgramLog(prog, log) == NVRTC_SUCCESS ? log : "(no log)");
         free(log);
         goto done;
     }
     size_t n = 0;
-    if (nvrtcGetCUBINSize(prog, &n) != NVRTC_SUCCESS || !(cubin = malloc(n)) ||
-        nvrtcGetCUBIN(prog, cubin) != NVRTC_SUCCESS)
+    if (nvrtcGetCUBINSize(prog, &n) != NVRTC_SUCCESS || !n || !(cubin = malloc(n)) ||
+        nvrtcGetCUBIN(prog, cubin) != NVRTC_SUCCESS) {
+        fprintf(stderr, "decode: nvrtc: %s: no cubin\n", name);
         goto done;
+    }
     if (cu_check(cuModuleLoadData(out, cubin), name))
         goto done;
     m->mods[m->nmods++] = *out;
