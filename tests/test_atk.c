@@ -798,6 +798,39 @@ static void test_lookup_cost(void)
     atk_close(ctx);
 }
 
+/* The norm tuner stores "the naive kernel won" as strategy naive with the
+** norm_naive cubin [NAIVE_WINNER]: atk serves it with its built-in copy (a
+** baseline entry, path tuned, no module of its own); an fp32-weight naive
+** row is refused like any fp32-weight norm row. */
+static void test_naive_winner_is_the_builtin(void)
+{
+    char db[128];
+    at_cache *c = NULL;
+    tpath(db, sizeof db, "naive.db");
+    unlink(db);
+    CHECK_EQ_INT(at_cache_open(db, &c), AT_OK);
+    if (!c)
+        return;
+    at_cache_put_device(c, &H200_INFO);
+    at_key k = key_for(&H200_INFO, "gemma_rmsnorm", "1x2048", AT_BF16);
+    put_kernel(c, &k, "naive", "norm_naive", "baseline/norm_naive.cu", "TP_OP=2 TP_WFP32=0", 1, 1, 256, 1.8);
+    k = key_for(&H200_INFO, "rmsnorm", "1x4096", AT_BF16);
+    put_kernel(c, &k, "naive", "norm_naive", "baseline/norm_naive.cu", "TP_OP=0 TP_WFP32=1", 1, 1, 256, 1.9);
+    at_cache_close(c);
+    atk_ctx *ctx = open_dry(db, 0);
+    if (!ctx)
+        return;
+    atk_info in;
+    CHECK_EQ_INT(atk_get_info(ctx, &in), ATK_OK);
+    CHECK_EQ_INT(in.loaded, 1);
+    CHECK_EQ_INT(in.failed, 1);
+    atk_choice ch = explain(ctx, ATK_OP_GEMMA_RMSNORM, ATK_BF16, 1, 2048, 0);
+    CHECK_EQ_INT(ch.path, ATK_PATH_TUNED);
+    CHECK(!strcmp(ch.strategy, "norm_naive") && !strcmp(ch.kernel, "norm_naive") && !strcmp(ch.params, ""));
+    CHECK_EQ_INT(explain(ctx, ATK_OP_RMSNORM, ATK_BF16, 1, 4096, 0).path, ATK_PATH_FALLBACK);
+    atk_close(ctx);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/test_atk.XXXXXX");
@@ -815,6 +848,7 @@ int main(void)
     TT_RUN(test_damaged_rows);
     TT_RUN(test_invalid_for_own_shape);
     TT_RUN(test_ranking);
+    TT_RUN(test_naive_winner_is_the_builtin);
     TT_RUN(test_json_table);
     TT_RUN(test_c_table);
     TT_RUN(test_threads);
