@@ -419,8 +419,12 @@ static int phase_compile(run *r)
     free(list);
     free(idx);
     res->t_compile = now_s() - t0;
-    if (rc == AT_OK) /* what the timing phase will do, for a dry run's report too */
-        rc = plan_search(r, res->ncompiled - res->nspills_rejected);
+    if (rc == AT_OK) { /* what the timing phase will do, for a dry run's report too */
+        int n = 0;
+        for (int i = 0; i < res->nrows; i++)
+            n += r->jobs[i].ok && res->rows[i].trial.state == AT_TRIAL_OK;
+        rc = plan_search(r, n);
+    }
     return rc;
 }
 
