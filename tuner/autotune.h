@@ -360,10 +360,11 @@ typedef struct at_search_opts {
     int force;                  /* ignore cached winners and failed trials */
     int reps;                   /* replays per candidate (median of), >= 5 */
     int threads;                /* compile threads, 0 = all cores */
-    int progress;               /* live progress lines on stderr */
+    int progress;               /* progress on stderr: an at_progress_mode (progress.h):
+                                   0 none, 1 live line (a terminal), 2 plain lines */
     volatile int *interrupt;    /* set asynchronously (SIGINT): stop soon */
     /* The timing phase's search (strategy.h), from --effort, --strategy and
-    ** --budget; validated by the CLI. Not yet read by search.c. */
+    ** --budget; validated by the CLI; chosen by at_strategy_choose. */
     const char *effort;   /* "quick" | "normal" | "patient" | "exhaustive"; NULL: not
                              given ("normal") */
     const char *strategy; /* "exhaustive" | "random" | "anneal" | "halving"; NULL: the
@@ -438,7 +439,8 @@ typedef struct at_search_result {
 } at_search_result;
 
 /* Runs the whole pipeline: spec -> candidates -> NVRTC -> correctness gate
-** -> timing against cuBLAS -> cache. Fills *res (free with
+** -> timing against cuBLAS (the search strategy chosen from o and the spec,
+** seeded with the winners of the nearest tuned shapes) -> cache. Fills *res (free with
 ** at_search_result_free) also when it fails part-way or is interrupted, so
 ** the caller can print what was measured. */
 int at_search_run(const at_search_opts *o, at_search_result *res);

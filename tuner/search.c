@@ -1,8 +1,9 @@
 /*
 ** search.c — the tuning pipeline for one (op, dtype, shape) on one GPU:
 ** spec -> candidates -> NVRTC -> correctness gate -> timing against the
-** op's baselines -> cache. What an op computes, reads and launches is in
-** the op table (op.h); this file is op-independent. Invariant: every result
+** op's baselines (which candidates, how long: strategy.h) -> cache. What
+** an op computes, reads and launches is in the op table (op.h); this file
+** is op-independent. Invariant: every result
 ** is written to the cache as soon as it is known, so an interruption loses
 ** nothing already measured, and a winner is stored only when it beats
 ** baseline 0 (cuBLAS, or the naive fused norm) beyond the measured noise.
@@ -650,7 +651,8 @@ static int phase_time(run *r)
     t.total = at_strategy_estimate_calls(&r->so, n);
     if (t.total < 1)
         t.total = 1;
-    rc = at_strategy_run(cands, n, &r->so, measure_row, &t, &sr);
+    if (n > 0) /* nothing correct: phase_final times the baselines alone */
+        rc = at_strategy_run(cands, n, &r->so, measure_row, &t, &sr);
     if (rc == AT_OK && t.calls > 0)
         at_progress_update(r->pg, "time", t.calls, t.calls, t.best); /* the line ends at what was done */
     at_progress_end(r->pg);
