@@ -83,8 +83,7 @@ static void space_line(FILE *f, const at_search_result *r)
     fprintf(f, "space   %d candidates, %d pruned (named constraints), %d compiled (%d failed",
             r->ncand, r->npruned, r->ncompiled, r->ncompile_failed);
     if (r->nspills) /* [SPILLS] search.c sets the state */
-        fprintf(f, ", %d spill%s", r->nspills,
-                r->spills_allowed ? ": timed (allow_spills)" : ": not timed (the spec may allow_spills)");
+        fprintf(f, ", %d spill%s", r->nspills, r->spills_allowed ? ", timed: allow_spills" : " not timed");
     if (r->ncompile_cached)
         fprintf(f, ", %d from the cubin cache", r->ncompile_cached);
     fputc(')', f);
