@@ -1,6 +1,7 @@
 /*
 ** strategy.c — which candidates the timing phase measures, and how long
-** (exhaustive, random, annealing, successive halving), and the effort table.
+** (exhaustive, random, annealing, successive halving), the effort table,
+** the choice between them, and warm-start matching.
 ** Invariant: every measurement goes through measure_one(), which counts its
 ** cost and keeps each candidate's most precise time; failures rank last.
 */

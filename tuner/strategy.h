@@ -1,7 +1,9 @@
 /*
 ** strategy.h — search strategies for the timing phase (exhaustive, random,
-** annealing, successive halving) and FFTW-style effort levels; internal to
-** the tuner. Pure CPU: every measurement goes through the caller's callback.
+** annealing, successive halving), FFTW-style effort levels, which of them a
+** run uses (at_strategy_choose) and the warm-start seeds; internal to the
+** tuner (search.c's timing phase). Pure CPU: every measurement goes through
+** the caller's callback.
 ** Invariant: no candidate is measured twice at one precision; only a finite
 ** time wins.
 */
