@@ -404,6 +404,8 @@ typedef struct at_search_result {
     at_search_baseline baselines[AT_MAX_BASELINES];
     int groups;          /* graphs the copies are split over (1: one graph holds them all) */
     double eps;          /* norm ops: the eps used; 0 for other ops */
+    /* added with crash isolation (issue 6) */
+    int ntimeout;        /* candidates that ran past their time limit (state timeout) */
 } at_search_result;
 
 /* Runs the whole pipeline: spec -> candidates -> NVRTC -> correctness gate
