@@ -6,6 +6,9 @@
 ** is written to the cache as soon as it is known, so an interruption loses
 ** nothing already measured, and a winner is stored only when it beats
 ** baseline 0 (cuBLAS, or the naive fused norm) beyond the measured noise.
+** The GPU phases run in a worker process (worker.h, gpu_phases): a
+** candidate that kills its CUDA context or hangs is recorded crashed /
+** timeout and a fresh worker goes on; this process never initialises CUDA.
 */
 #include "bench.h"
 #include "op.h"

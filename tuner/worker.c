@@ -28,6 +28,7 @@
 #define HEADER 12             /* int32 type, int32 row, uint32 len */
 #define INTERRUPT_GRACE_S 30.0 /* after SIGINT, outside a candidate */
 #define REAP_WAIT_S 5.0        /* after end of file, before SIGKILL */
+#define KILL_WAIT_S 60.0       /* after SIGKILL */
 
 struct at_worker {
     int fd;
@@ -331,8 +332,11 @@ int at_worker_run(at_worker_body body, void *body_arg, at_worker_on_msg on_msg, 
     out->limit_s = s.limit;
     out->elapsed_s = s.row >= 0 ? now_s() - s.t_on : 0.0;
     if (killed) {
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-            ;
+        /* bounded: a process the driver holds in an ioctl dies when it
+        ** returns; past the wait it is left to die on its own */
+        double t0 = now_s();
+        while (waitpid(pid, &st, WNOHANG) == 0 && now_s() - t0 < KILL_WAIT_S)
+            usleep(2000);
     } else {
         st = reap(pid, REAP_WAIT_S);
         if (eof && s.bye) {
