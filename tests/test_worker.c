@@ -300,6 +300,41 @@ static void restart_loop_stops_when_interrupted(void)
     CHECK_EQ_INT(n, 0);
 }
 
+/* ------------------------------------------------------- protocol, probe */
+
+static void body_garbles(at_worker *w, void *arg)
+{
+    (void)arg;
+    char junk[3] = {1, 2, 3};
+    at_worker_send(w, AT_WMSG_ON, 1, junk, sizeof junk); /* ON must carry one double */
+    pause();
+}
+
+static void broken_protocol_ends_the_worker(void)
+{
+    at_worker_outcome oc;
+    CHECK_EQ_INT(at_worker_run(body_garbles, NULL, NULL, NULL, NULL, &oc), AT_OK);
+    CHECK_EQ_INT(oc.how, AT_WORKER_DIED);
+    CHECK_STR_HAS(oc.why, "protocol");
+}
+
+/* The identity probe runs in a child: here (no GPU, maybe no driver) a
+** clean AT_ERR_NOGPU; on a GPU machine the device's name. */
+static void identity_from_a_child(void)
+{
+    at_device_info d;
+    int rc = at_worker_identity(0, &d);
+    if (rc == AT_OK) {
+        CHECK(d.name[0] != '\0');
+        CHECK(d.cc_major >= 7);
+        printf("    GPU 0: %s (sm_%d%d)\n", d.name, d.cc_major, d.cc_minor);
+    } else {
+        CHECK_EQ_INT(rc, AT_ERR_NOGPU);
+        CHECK_STR_HAS(at_errmsg(), "GPU");
+    }
+    CHECK_EQ_INT(at_worker_identity(1000, &d), AT_ERR_NOGPU); /* no such GPU anywhere */
+}
+
 /* ------------------------------------------------------------ the rules */
 
 static void timeout_rule(void)
@@ -359,6 +394,8 @@ int main(void)
     TT_RUN(restart_loop_survives_and_skips);
     TT_RUN(restart_loop_returns_the_judges_failure);
     TT_RUN(restart_loop_stops_when_interrupted);
+    TT_RUN(broken_protocol_ends_the_worker);
+    TT_RUN(identity_from_a_child);
     TT_RUN(timeout_rule);
     TT_RUN(guard_verdicts);
     return TT_DONE();
