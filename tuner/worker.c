@@ -111,8 +111,10 @@ double at_worker_limit_s(double floor_us, double calls, int graphs, int first)
     return s + (graphs > 0 ? graphs : 0) * AT_TIMEOUT_GRAPH_S + (first ? AT_TIMEOUT_FIRST_S : 0.0);
 }
 
-/* The child's life: never returns. */
-static void child(int fd, pid_t parent, at_worker_body body, void *arg)
+/* The child's life: never returns. SIGINT is blocked on entry (`old` is
+** the mask to restore): one that comes before the handler is in place
+** waits for it instead of reaching the parent's handler or killing. */
+static void child(int fd, pid_t parent, at_worker_body body, void *arg, const sigset_t *old)
 {
     struct sigaction sa;
     at_worker w = {.fd = fd};
@@ -122,9 +124,10 @@ static void child(int fd, pid_t parent, at_worker_body body, void *arg)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop;
     sigemptyset(&sa.sa_mask);
+    worker_stop = 0;
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN); /* a lost parent: EPIPE, then _exit */
-    worker_stop = 0;
+    sigprocmask(SIG_SETMASK, old, NULL);
     body(&w, arg);
     fflush(NULL);
     at_worker_send(&w, AT_WMSG_BYE, -1, NULL, 0);
@@ -260,16 +263,21 @@ int at_worker_run(at_worker_body body, void *body_arg, at_worker_on_msg on_msg, 
     out->row = -1;
     if (pipe2(fd, O_CLOEXEC) != 0)
         return at_fail(AT_ERR_IO, "cannot create a pipe for the GPU worker: %s", strerror(errno));
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
     fflush(NULL);
+    sigprocmask(SIG_BLOCK, &block, &old);
     pid_t parent = getpid(), pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        child(fd[1], parent, body, body_arg, &old);
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
     if (pid < 0) {
         close(fd[0]);
         close(fd[1]);
         return at_fail(AT_ERR_IO, "cannot fork the GPU worker: %s", strerror(errno));
-    }
-    if (pid == 0) {
-        close(fd[0]);
-        child(fd[1], parent, body, body_arg);
     }
     close(fd[1]);
     fcntl(fd[0], F_SETFL, fcntl(fd[0], F_GETFL) | O_NONBLOCK);
