@@ -4,7 +4,8 @@
 ** variant is correct, one writes to a wild pointer, one never ends, one
 ** writes past y. The CLI run completes (exit 0) in bounded time with the
 ** correct one timed and the others crashed / timeout / wrong, all stored,
-** so a rerun skips them; the library run says the same; Ctrl-C while
+** so a rerun skips them; the library run says the same; the norm path's
+** guard zones (before y, past the residual) catch planted writes; Ctrl-C while
 ** timing (to the process group, as a terminal sends it) exits 130 with a
 ** partial table and a sound cache. Written without a GPU: not yet run on one.
 */
@@ -216,6 +217,38 @@ static void faults_survived_in_the_library(void)
     remove(db);
 }
 
+/* The norm path's guard zones: before y, past the residual (add ops). */
+static void norm_guard_zones(void)
+{
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    char db[256];
+    fresh_db(db, sizeof db, "norm");
+    at_search_opts o = {.op = "add_rmsnorm", .dtype = AT_BF16, .spec_path = "tests/fixtures/spec_norm_guard.lua",
+                        .templates_root = "tests/fixtures/templates", .db_path = db, .reps = 5,
+                        .force = 1, .verify_only = 1};
+    at_search_result res;
+    CHECK_EQ_INT(at_shape_parse("3x1000", 2, &o.shape), AT_OK);
+    int rc = at_search_run(&o, &res);
+    if (rc != AT_OK)
+        fprintf(stderr, "  %s\n", at_errmsg());
+    CHECK_EQ_INT(rc, AT_OK);
+    CHECK_EQ_INT(res.ncorrect, 1);
+    CHECK_EQ_INT(res.nwrong, 2);
+    for (int i = 0; i < res.nrows; i++) {
+        const at_trial *t = &res.rows[i].trial;
+        printf("    %s %s: %s\n", t->params, at_trial_state_name(t->state), t->reason);
+        if (strstr(t->params, "TP_OOB=0"))
+            CHECK_EQ_INT(t->state, AT_TRIAL_OK);
+        if (strstr(t->params, "TP_OOB=1"))
+            CHECK_STR_HAS(t->reason, "wrote 4 bytes before the output");
+        if (strstr(t->params, "TP_OOB=2"))
+            CHECK_STR_HAS(t->reason, "wrote 6 bytes past the residual");
+    }
+    at_search_result_free(&res);
+    remove(db);
+}
+
 static int count_timed(const char *db)
 {
     sqlite3 *h = NULL;
@@ -298,6 +331,7 @@ int main(void)
 {
     TT_RUN_ISOLATED(faults_survived_through_the_cli);
     TT_RUN_ISOLATED(faults_survived_in_the_library);
+    TT_RUN_ISOLATED(norm_guard_zones);
     TT_RUN_ISOLATED(ctrl_c_while_timing);
     return TT_DONE();
 }
