@@ -116,7 +116,7 @@ double at_worker_limit_s(double floor_us, double calls, int graphs, int first)
 ** waits for it instead of reaching the parent's handler or killing. */
 static void child(int fd, pid_t parent, at_worker_body body, void *arg, const sigset_t *old)
 {
-    struct sigaction sa;
+    struct sigaction sa, prev;
     at_worker w = {.fd = fd};
     prctl(PR_SET_PDEATHSIG, SIGKILL); /* the parent dies: so does the worker */
     if (getppid() != parent)          /* it died before prctl */
@@ -125,7 +125,9 @@ static void child(int fd, pid_t parent, at_worker_body body, void *arg, const si
     sa.sa_handler = on_stop;
     sigemptyset(&sa.sa_mask);
     worker_stop = 0;
-    sigaction(SIGINT, &sa, NULL);
+    /* an ignored SIGINT (nohup, a background job) stays ignored, as in the parent */
+    if (sigaction(SIGINT, NULL, &prev) != 0 || prev.sa_handler != SIG_IGN)
+        sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN); /* a lost parent: EPIPE, then _exit */
     sigprocmask(SIG_SETMASK, old, NULL);
     body(&w, arg);
