@@ -829,7 +829,7 @@ static void gpu_body(at_worker *w, void *arg)
     at_search_opts wo = *r->o;
     end_msg *m = calloc(1, sizeof *m);
     int rc;
-    wo.interrupt = at_worker_stop_flag(w); /* SIGINT here sets this (worker.c) */
+    wo.interrupt = at_worker_stop_flag(w); /* SIGINT or the parent's stop set this (worker.c) */
     r->o = &wo;
     r->w = w;
     if (!m)

@@ -111,9 +111,10 @@ double at_worker_limit_s(double floor_us, double calls, int graphs, int first)
     return s + (graphs > 0 ? graphs : 0) * AT_TIMEOUT_GRAPH_S + (first ? AT_TIMEOUT_FIRST_S : 0.0);
 }
 
-/* The child's life: never returns. SIGINT is blocked on entry (`old` is
-** the mask to restore): one that comes before the handler is in place
-** waits for it instead of reaching the parent's handler or killing. */
+/* The child's life: never returns. SIGINT and SIGUSR1 are blocked on
+** entry (`old` is the mask to restore): one that comes before the handler
+** is in place waits for it instead of reaching the parent's handler or
+** killing. */
 static void child(int fd, pid_t parent, at_worker_body body, void *arg, const sigset_t *old)
 {
     struct sigaction sa, prev;
@@ -128,6 +129,7 @@ static void child(int fd, pid_t parent, at_worker_body body, void *arg, const si
     /* an ignored SIGINT (nohup, a background job) stays ignored, as in the parent */
     if (sigaction(SIGINT, NULL, &prev) != 0 || prev.sa_handler != SIG_IGN)
         sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL); /* the parent's "stop" (at_worker_run) */
     signal(SIGPIPE, SIG_IGN); /* a lost parent: EPIPE, then _exit */
     sigprocmask(SIG_SETMASK, old, NULL);
     body(&w, arg);
@@ -268,6 +270,7 @@ int at_worker_run(at_worker_body body, void *body_arg, at_worker_on_msg on_msg, 
     sigset_t block, old;
     sigemptyset(&block);
     sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGUSR1);
     fflush(NULL);
     sigprocmask(SIG_BLOCK, &block, &old);
     pid_t parent = getpid(), pid = fork();
@@ -289,7 +292,7 @@ int at_worker_run(at_worker_body body, void *body_arg, at_worker_on_msg on_msg, 
         if (interrupt && *interrupt && !interrupted) {
             interrupted = 1;
             t_int = now;
-            kill(pid, SIGINT); /* also when the terminal's reached it: the handler only sets a flag */
+            kill(pid, SIGUSR1); /* also when the terminal's SIGINT reached it: both only set its flag */
         }
         if (s.row >= 0 && now - s.t_on > s.limit) {
             kill(pid, SIGKILL);

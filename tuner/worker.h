@@ -64,9 +64,10 @@ typedef void (*at_worker_on_msg)(void *arg, const at_worker_msg *m);
 /* Forks one worker (fflush(NULL) first) that runs body(w, body_arg) and
 ** exits, and supervises it until it is gone: its messages go to on_msg in
 ** order; a candidate past its limit gets the worker SIGKILLed; when
-** *interrupt (may be NULL) becomes nonzero the worker is sent one SIGINT
-** (its stop flag is set; it should finish soon) and, if it is not gone 30 s
-** later (or past its candidate's limit), SIGKILL. The worker stays in the
+** *interrupt (may be NULL) becomes nonzero the worker is sent SIGUSR1 (its
+** stop flag is set, as by a SIGINT from the terminal; it should finish
+** soon) and, if it is not gone 30 s later outside a candidate (or past its
+** candidate's limit), SIGKILL. The worker stays in the
 ** caller's process group (a terminal's Ctrl-C reaches both) and is killed
 ** if the parent dies (PR_SET_PDEATHSIG). The process must not have
 ** initialised CUDA. Returns AT_OK with *out filled, or AT_ERR_IO when no
@@ -96,7 +97,8 @@ void at_worker_send(at_worker *w, int type, int row, const void *data, size_t le
 void at_worker_on(at_worker *w, int row, double limit_s);
 /* Worker side: the step is over (no deadline until the next on). */
 void at_worker_off(at_worker *w);
-/* Worker side: set (asynchronously) when the worker was sent SIGINT. */
+/* Worker side: set (asynchronously) when the worker was sent SIGINT (unless
+** the parent ignored SIGINT) or the parent's stop (SIGUSR1). */
 volatile int *at_worker_stop_flag(at_worker *w);
 
 /* The deadline rule (DESIGN: a timeout derived from the roofline). One
