@@ -21,7 +21,7 @@
 #include "cli_run.h"
 #include "tinytest.h"
 
-#define FAULTS_ARGS                                                                                \
+#define FAULTS_ARGS                                                                                          \
     "--op gemv --shape 1x512x512 --spec tests/fixtures/spec_faults.lua --templates tests/fixtures/templates"
 #define RUN_LIMIT_S 300.0 /* "bounded": a hang that was not killed would never end */
 
@@ -50,29 +50,29 @@ static int gpu_present(void)
 }
 
 /* TT_RUN in a child: exit 0 passed, 1 failed, 2 skipped. */
-#define TT_RUN_ISOLATED(fn)                                                                        \
-    do {                                                                                           \
-        fflush(NULL);                                                                              \
-        pid_t pid = fork();                                                                        \
-        if (pid == 0) {                                                                            \
-            tt_cur_failed = tt_cur_skipped = 0;                                                    \
-            fn();                                                                                  \
-            fflush(NULL);                                                                          \
-            _exit(tt_cur_failed ? 1 : tt_cur_skipped ? 2 : 0);                                     \
-        }                                                                                          \
-        int st = 0, code = 1;                                                                      \
-        if (pid > 0 && waitpid(pid, &st, 0) == pid)                                                \
-            code = WIFEXITED(st) ? WEXITSTATUS(st) : 1;                                            \
-        if (code == 0) {                                                                           \
-            printf("  ok   %s\n", #fn);                                                            \
-            tt_passed++;                                                                           \
-        } else if (code == 2) {                                                                    \
-            tt_skipped++;                                                                          \
-        } else {                                                                                   \
-            printf("  FAIL %s%s\n", #fn, WIFSIGNALED(st) ? " (crashed)" : "");                     \
-            tt_failed++;                                                                           \
-        }                                                                                          \
-        fflush(stdout);                                                                            \
+#define TT_RUN_ISOLATED(fn)                                                                                  \
+    do {                                                                                                     \
+        fflush(NULL);                                                                                        \
+        pid_t pid = fork();                                                                                  \
+        if (pid == 0) {                                                                                      \
+            tt_cur_failed = tt_cur_skipped = 0;                                                              \
+            fn();                                                                                            \
+            fflush(NULL);                                                                                    \
+            _exit(tt_cur_failed ? 1 : tt_cur_skipped ? 2 : 0);                                               \
+        }                                                                                                    \
+        int st = 0, code = 1;                                                                                \
+        if (pid > 0 && waitpid(pid, &st, 0) == pid)                                                          \
+            code = WIFEXITED(st) ? WEXITSTATUS(st) : 1;                                                      \
+        if (code == 0) {                                                                                     \
+            printf("  ok   %s\n", #fn);                                                                      \
+            tt_passed++;                                                                                     \
+        } else if (code == 2) {                                                                              \
+            tt_skipped++;                                                                                    \
+        } else {                                                                                             \
+            printf("  FAIL %s%s\n", #fn, WIFSIGNALED(st) ? " (crashed)" : "");                               \
+            tt_failed++;                                                                                     \
+        }                                                                                                    \
+        fflush(stdout);                                                                                      \
     } while (0)
 
 static double now_s(void)
@@ -178,9 +178,14 @@ static void faults_survived_in_the_library(void)
         TT_SKIP("no GPU");
     char db[256];
     fresh_db(db, sizeof db, "lib");
-    at_search_opts o = {.op = "gemv", .dtype = AT_BF16, .spec_path = "tests/fixtures/spec_faults.lua",
-                        .templates_root = "tests/fixtures/templates", .db_path = db, .reps = 5,
-                        .force = 1, .verify_only = 1};
+    at_search_opts o = {.op = "gemv",
+                        .dtype = AT_BF16,
+                        .spec_path = "tests/fixtures/spec_faults.lua",
+                        .templates_root = "tests/fixtures/templates",
+                        .db_path = db,
+                        .reps = 5,
+                        .force = 1,
+                        .verify_only = 1};
     at_search_result res;
     CHECK_EQ_INT(at_shape_parse("2x300x1000", 3, &o.shape), AT_OK);
     int rc = at_search_run(&o, &res);
@@ -224,9 +229,14 @@ static void norm_guard_zones(void)
         TT_SKIP("no GPU");
     char db[256];
     fresh_db(db, sizeof db, "norm");
-    at_search_opts o = {.op = "add_rmsnorm", .dtype = AT_BF16, .spec_path = "tests/fixtures/spec_norm_guard.lua",
-                        .templates_root = "tests/fixtures/templates", .db_path = db, .reps = 5,
-                        .force = 1, .verify_only = 1};
+    at_search_opts o = {.op = "add_rmsnorm",
+                        .dtype = AT_BF16,
+                        .spec_path = "tests/fixtures/spec_norm_guard.lua",
+                        .templates_root = "tests/fixtures/templates",
+                        .db_path = db,
+                        .reps = 5,
+                        .force = 1,
+                        .verify_only = 1};
     at_search_result res;
     CHECK_EQ_INT(at_shape_parse("3x1000", 2, &o.shape), AT_OK);
     int rc = at_search_run(&o, &res);
@@ -282,7 +292,8 @@ static void ctrl_c_while_timing(void)
         setpgid(0, 0); /* its own group, like a terminal's foreground job */
         if (!freopen(out, "w", stdout) || !freopen(err, "w", stderr))
             _exit(126);
-        execl(cli_bin(), "autotune", "--op", "gemv", "--shape", "1x2048x4096", "--db", db, "--quiet", (char *)NULL);
+        execl(cli_bin(), "autotune", "--op", "gemv", "--shape", "1x2048x4096", "--db", db, "--quiet",
+              (char *)NULL);
         _exit(127);
     }
     setpgid(pid, pid);

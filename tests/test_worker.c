@@ -287,7 +287,8 @@ static int judge_fails(void *arg, const at_worker_outcome *oc)
 static void restart_loop_returns_the_judges_failure(void)
 {
     int n = 0;
-    CHECK_EQ_INT(at_worker_loop(body_exits_between, NULL, NULL, NULL, judge_fails, NULL, NULL, &n), AT_ERR_CUDA);
+    CHECK_EQ_INT(at_worker_loop(body_exits_between, NULL, NULL, NULL, judge_fails, NULL, NULL, &n),
+                 AT_ERR_CUDA);
     CHECK_EQ_INT(n, 1);
     CHECK_STR_HAS(at_errmsg(), "exited with status 2");
 }

@@ -47,9 +47,9 @@ int at_guarded_fetch(at_gpu *g, at_guarded *b)
     if ((rc = at_gpu_check(g, g->cu.cuMemcpyDtoHAsync_(b->host, b->alloc, AT_GUARD_BYTES, g->stream),
                            "cuMemcpyDtoHAsync")) != AT_OK)
         return rc;
-    return at_gpu_check(g,
-                        g->cu.cuMemcpyDtoHAsync_(b->host + AT_GUARD_BYTES, b->p + b->n, AT_GUARD_BYTES, g->stream),
-                        "cuMemcpyDtoHAsync");
+    return at_gpu_check(
+        g, g->cu.cuMemcpyDtoHAsync_(b->host + AT_GUARD_BYTES, b->p + b->n, AT_GUARD_BYTES, g->stream),
+        "cuMemcpyDtoHAsync");
 }
 
 int at_guarded_verdict(const at_guarded *b, const char *what, char *reason, size_t n)
@@ -74,7 +74,7 @@ int at_guarded_verdict(const at_guarded *b, const char *what, char *reason, size
         snprintf(reason + len, n - len, "%swrote %zu bytes before and %zu bytes past the %s", len ? "; " : "",
                  before, past, what);
     else
-        snprintf(reason + len, n - len, "%swrote %zu bytes %s the %s", len ? "; " : "", before ? before : past,
-                 before ? "before" : "past", what);
+        snprintf(reason + len, n - len, "%swrote %zu bytes %s the %s", len ? "; " : "",
+                 before ? before : past, before ? "before" : "past", what);
     return 1;
 }

@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define HEADER 12             /* int32 type, int32 row, uint32 len */
+#define HEADER 12              /* int32 type, int32 row, uint32 len */
 #define INTERRUPT_GRACE_S 30.0 /* after SIGINT, outside a candidate */
 #define REAP_WAIT_S 5.0        /* after end of file, before SIGKILL */
 #define KILL_WAIT_S 60.0       /* after SIGKILL */
@@ -130,7 +130,7 @@ static void child(int fd, pid_t parent, at_worker_body body, void *arg, const si
     if (sigaction(SIGINT, NULL, &prev) != 0 || prev.sa_handler != SIG_IGN)
         sigaction(SIGINT, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL); /* the parent's "stop" (at_worker_run) */
-    signal(SIGPIPE, SIG_IGN); /* a lost parent: EPIPE, then _exit */
+    signal(SIGPIPE, SIG_IGN);      /* a lost parent: EPIPE, then _exit */
     sigprocmask(SIG_SETMASK, old, NULL);
     body(&w, arg);
     fflush(NULL);
@@ -423,8 +423,8 @@ int at_worker_identity(int ordinal, at_device_info *out)
     if ((rc = at_worker_run(ident_body, &ordinal, ident_got, &m, NULL, &oc)) != AT_OK)
         return rc;
     if (m.rc == -1)
-        return at_fail(AT_ERR_NOGPU, "cuda: the GPU probe process died (%s); this needs a GPU (try --dry-run)",
-                       oc.why);
+        return at_fail(AT_ERR_NOGPU,
+                       "cuda: the GPU probe process died (%s); this needs a GPU (try --dry-run)", oc.why);
     if (m.rc != AT_OK)
         return at_fail(m.rc, "%s", m.err);
     *out = m.info;
