@@ -436,13 +436,18 @@ typedef struct at_search_result {
     long long cost_reps;    /* replays the strategy spent (each also replays baseline 0) */
     int spills_allowed;     /* the spec's allow_spills: spilling candidates are timed */
     int nspills_rejected;   /* candidates not timed because they spill */
+    /* added with crash isolation (issue 6) */
+    int ntimeout;        /* candidates that ran past their time limit (state timeout) */
 } at_search_result;
 
 /* Runs the whole pipeline: spec -> candidates -> NVRTC -> correctness gate
 ** -> timing against cuBLAS (the search strategy chosen from o and the spec,
 ** seeded with the winners of the nearest tuned shapes) -> cache. Fills *res (free with
 ** at_search_result_free) also when it fails part-way or is interrupted, so
-** the caller can print what was measured. */
+** the caller can print what was measured. The GPU work runs in forked
+** worker processes (a candidate that faults or hangs is recorded crashed /
+** timeout and the run goes on): the calling process must not have
+** initialised CUDA, and this one never does. */
 int at_search_run(const at_search_opts *o, at_search_result *res);
 void at_search_result_free(at_search_result *res);
 

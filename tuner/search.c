@@ -7,11 +7,15 @@
 ** is written to the cache as soon as it is known, so an interruption loses
 ** nothing already measured, and a winner is stored only when it beats
 ** baseline 0 (cuBLAS, or the naive fused norm) beyond the measured noise.
+** The GPU phases run in a worker process (worker.h, gpu_phases): a
+** candidate that kills its CUDA context or hangs is recorded crashed /
+** timeout and a fresh worker goes on; this process never initialises CUDA.
 */
 #include "bench.h"
 #include "op.h"
 #include "progress.h"
 #include "strategy.h"
+#include "worker.h"
 
 #include <errno.h>
 #include <math.h>
@@ -152,6 +156,13 @@ typedef struct run {
     at_progress *pg;      /* the progress display (o->progress); NULL: none */
     at_strategy_opts so;  /* the timing phase's search (plan_search) */
     int *rank, nrank;     /* rows the strategy timed, its ranking (phase_time) */
+    /* the worker split (worker.h; the messages: see gpu_phases) */
+    at_worker *w;            /* set in the GPU worker, NULL in the parent */
+    int phase;               /* PH_*: what the worker is doing */
+    unsigned char *verified; /* parent's, inherited by each worker: passed the gate before */
+    unsigned char *warm;     /* worker's: the row's module has launched in this worker */
+    int end_seen, end_rc;    /* parent's: the worker's final message */
+    char end_err[1024];
 } run;
 
 static void compile_progress(void *arg, int done, int total)
@@ -169,10 +180,79 @@ static void warn(run *r, const char *msg)
         fprintf(stderr, "warning: %s\n", msg);
 }
 
+enum { PH_NONE, PH_VERIFY, PH_TIME, PH_FINAL, PH_END };
+enum { MSG_ROW = AT_WMSG_USER, MSG_END };
+
+/* MSG_ROW (row = index): a row's outcome as soon as it is known, with the
+** run's verdict counters (a fresh worker inherits the parent's, so they
+** stay cumulative over workers). */
+typedef struct row_msg {
+    int32_t phase, ncorrect, nwrong, ncrashed, ntimeout, final, reps;
+    at_trial trial;
+    double gbps, ratio;
+} row_msg;
+
+/* MSG_END: the worker's status and everything else of its result (rows
+** and the winner's cubin pointer zeroed), then winner.cubin_size bytes. */
+typedef struct end_msg {
+    int32_t rc;
+    char err[1024];
+    at_search_result res;
+} end_msg;
+
+static void send_row(run *r, int i)
+{
+    at_search_result *res = r->res;
+    row_msg m;
+    if (!r->w || i < 0 || i >= res->nrows)
+        return;
+    memset(&m, 0, sizeof m);
+    m.phase = r->phase;
+    m.ncorrect = res->ncorrect;
+    m.nwrong = res->nwrong;
+    m.ncrashed = res->ncrashed;
+    m.ntimeout = res->ntimeout;
+    m.final = res->rows[i].final;
+    m.reps = res->rows[i].reps;
+    m.trial = res->rows[i].trial;
+    m.gbps = res->rows[i].gbps;
+    m.ratio = res->rows[i].ratio;
+    at_worker_send(r->w, MSG_ROW, i, &m, sizeof m);
+}
+
 static void store_trial(run *r, at_search_row *row)
 {
     if (r->cache && at_cache_put_trial(r->cache, &r->res->key, &row->trial) != AT_OK)
         warn(r, at_errmsg());
+    send_row(r, (int)(row - r->res->rows)); /* in a worker: the parent's table too */
+}
+
+/* The roofline floor of one call, µs: bytes at the read ceiling plus an
+** empty kernel (the deadlines of worker.h are multiples of it). */
+static double floor_us(const run *r)
+{
+    const at_search_result *res = r->res;
+    if (!(res->dev.read_gbps > 0))
+        return 0.0;
+    return res->bytes / (res->dev.read_gbps * 1e3) + res->dev.empty_us;
+}
+
+/* Worker side: candidate i starts a step of `calls` contestant calls in
+** `graphs` freshly captured graphs; the parent kills the worker if the
+** step is not over (step_off) within the limit. */
+static void step_on(run *r, int i, double calls, int graphs)
+{
+    if (!r->w)
+        return;
+    at_worker_on(r->w, i, at_worker_limit_s(floor_us(r), calls, graphs, r->warm ? !r->warm[i] : 1));
+    if (r->warm)
+        r->warm[i] = 1;
+}
+
+static void step_off(run *r)
+{
+    if (r->w)
+        at_worker_off(r->w);
 }
 
 /* Picks the number of copies of the rotated data and launches per replay
@@ -438,7 +518,8 @@ static int phase_verify(run *r)
     double t0 = now_s();
     int rc = AT_OK, done = 0, total = 0;
     r->mods = calloc((size_t)res->nrows, sizeof *r->mods);
-    if (!r->mods)
+    r->warm = calloc((size_t)res->nrows, 1);
+    if (!r->mods || !r->warm)
         return at_fail(AT_ERR_NOMEM, "out of memory");
     for (int b = 0; r->op->check_baselines && b < res->nbaselines; b++) {
         at_contestant c = {.baseline = b};
@@ -454,9 +535,17 @@ static int phase_verify(run *r)
     for (int i = 0; i < res->nrows && rc == AT_OK && !interrupted(r->o); i++) {
         at_search_row *row = &res->rows[i];
         at_op_check ck;
-        if (!r->jobs[i].ok || row->trial.state != AT_TRIAL_OK) /* not compiled, or spills */
+        /* not compiled, spills, or decided before (by an earlier worker, or
+        ** its parent: crashed, timeout) */
+        if (!r->jobs[i].ok || row->trial.state != AT_TRIAL_OK)
             continue;
         at_progress_update(r->pg, "verify", ++done, total, NULL);
+        if (r->verified && r->verified[i]) { /* correct in an earlier worker: load only */
+            rc = at_gpu_check(r->gpu, r->gpu->cu.cuModuleLoadData_(&r->mods[i], r->jobs[i].cubin),
+                              "cuModuleLoadData");
+            continue;
+        }
+        step_on(r, i, 1, 0); /* the first launch of its module */
         CUresult cr = r->gpu->cu.cuModuleLoadData_(&r->mods[i], r->jobs[i].cubin);
         if (cr != CUDA_SUCCESS) {
             rc = at_gpu_check(r->gpu, cr, "cuModuleLoadData");
@@ -465,13 +554,10 @@ static int phase_verify(run *r)
         at_contestant c = row_contestant(r, i);
         rc = r->op->check(r->op_state, &c, &ck);
         row->trial.rel_err = ck.err;
-        if (rc == AT_ERR_CUDA_STICKY) {
-            row->trial.state = AT_TRIAL_CRASHED;
-            copy_str(row->trial.reason, sizeof row->trial.reason, at_errmsg());
-            res->ncrashed++;
-            store_trial(r, row);
-            break; /* the context is gone; what was stored stays */
-        }
+        if (rc == AT_ERR_CUDA_STICKY)
+            break; /* the context is gone: the parent records the candidate in flight
+                   ** as crashed and starts a fresh worker */
+        step_off(r);
         if (rc != AT_OK) {
             /* a launch the driver refused (too many registers for the
             ** block, ...): this candidate's fault, not the run's */
@@ -490,6 +576,7 @@ static int phase_verify(run *r)
             continue;
         }
         res->ncorrect++;
+        send_row(r, i);
     }
     at_progress_end(r->pg);
     res->t_verify = now_s() - t0;
@@ -535,18 +622,28 @@ static int measure_row(void *arg, int k, int reps, double *us)
             return at_fail(AT_ERR_NOMEM, "out of memory");
         t->cap = reps;
     }
-    at_contestant c = row_contestant(r, t->rows[k]);
-    rc = time_interleaved(r, &c, reps, t->cand, 1, &t->base);
     if (++t->calls >= t->total) /* more calls than estimated: never a finished line early */
         t->total = t->calls + 1;
+    if (row->trial.us > 0 && row->reps >= reps) {
+        /* timed at this precision by an earlier worker (the last one died
+        ** on another candidate): its stored result stands */
+        *us = row->trial.us;
+        at_progress_update(r->pg, "time", t->calls, t->total, t->best);
+        return AT_OK;
+    }
+    at_contestant c = row_contestant(r, t->rows[k]);
+    step_on(r, t->rows[k], (double)(r->groups + reps) * res->launches * 2, r->groups);
+    rc = time_interleaved(r, &c, reps, t->cand, 1, &t->base);
+    if (rc == AT_ERR_CUDA_STICKY)
+        return rc; /* the context is gone: the parent records the candidate in
+                   ** flight as crashed and a fresh worker goes on */
+    step_off(r);
     if (rc != AT_OK) {
         row->trial.state = AT_TRIAL_CRASHED;
         copy_str(row->trial.reason, sizeof row->trial.reason, at_errmsg());
         res->ncrashed++;
         store_trial(r, row);
         at_progress_update(r->pg, "time", t->calls, t->total, t->best);
-        if (rc == AT_ERR_CUDA_STICKY)
-            return rc; /* the context is gone; what was stored stays */
         *us = INFINITY;
         return AT_OK;
     }
@@ -726,8 +823,10 @@ static int phase_final(run *r)
         at_progress_update(r->pg, "final", nfinal, want, best);
         for (int b = 0; b < nb; b++)
             bslot[b] = base[b] + (size_t)nfinal * (size_t)reps2;
+        step_on(r, i, (double)(r->groups + reps2) * res->launches * (1 + nb) + r->copies + res->launches,
+                r->groups);
         if ((rc = time_interleaved(r, &c, reps2, cand, nb, bslot)) != AT_OK)
-            goto done;
+            goto done; /* sticky: the parent blames the candidate in flight */
         memcpy(tmp, cand, (size_t)reps2 * sizeof(double));
         set_row_stats(row, tmp, reps2, res->bytes); /* sorts tmp */
         row->reps = reps2;
@@ -735,8 +834,13 @@ static int phase_final(run *r)
         double noise = 0.5 * (percentile(tmp, reps2, 0.9) - percentile(tmp, reps2, 0.1));
         double s_us = 0.0;
         contest t = {.r = r, .c = c};
-        if (at_stream_time(r->gpu, contest_enqueue, &t, r->copies, res->launches, &s_us) == AT_OK)
+        rc = at_stream_time(r->gpu, contest_enqueue, &t, r->copies, res->launches, &s_us);
+        if (rc == AT_ERR_CUDA_STICKY)
+            goto done;
+        if (rc == AT_OK)
             row->trial.stream_us = s_us;
+        rc = AT_OK;
+        step_off(r);
         row->final = 1;
         store_trial(r, row);
         if (win < 0 || row->trial.us < res->rows[win].trial.us) {
@@ -895,6 +999,8 @@ static void release(run *r)
             at_compile_job_clear(&r->jobs[i]);
     free(r->jobs);
     free(r->mods);
+    free(r->verified);
+    free(r->warm);
     at_cache_close(r->cache);
     at_gpu_close(r->gpu);
     at_templates_free(r->tpl);
@@ -918,6 +1024,197 @@ static int device_ceilings(run *r)
     at_progress_update(r->pg, "ceiling", 1, 1, NULL);
     res->dev = r->gpu->info;
     return at_cache_put_device(r->cache, &res->dev);
+}
+
+/* The GPU phases, in the worker process (gpu_phases forks it): its own
+** cache connection and CUDA context; setup, the correctness gate, timing
+** and the final round skip what the parent already knows (rows decided or
+** timed, `verified`). Every row outcome goes to the parent as it is known
+** (store_trial, send_row); at the end every compiled row once more (the
+** final round sets ratios without storing), then MSG_END. */
+static void gpu_body(at_worker *w, void *arg)
+{
+    run *r = arg;
+    at_search_result *res = r->res;
+    at_search_opts wo = *r->o;
+    end_msg *m = calloc(1, sizeof *m);
+    int rc;
+    wo.interrupt = at_worker_stop_flag(w); /* SIGINT or the parent's stop set this (worker.c) */
+    r->o = &wo;
+    r->w = w;
+    if (!m)
+        _exit(4);
+    if ((rc = at_cache_open(wo.db_path, &r->cache)) != AT_OK || (rc = at_gpu_open(wo.device, 0, &r->gpu)) != AT_OK ||
+        (rc = device_ceilings(r)) != AT_OK || (rc = plan_timing(r, r->op->copy_bytes(r->op_state))) != AT_OK ||
+        (rc = r->op->setup(r->op_state, r->gpu, r->copies)) != AT_OK)
+        goto done;
+    r->phase = PH_VERIFY;
+    if ((rc = phase_verify(r)) != AT_OK || wo.verify_only)
+        goto done;
+    /* with nothing correct, the timing still measures the baselines, and
+    ** baseline 0 then is the stored answer */
+    r->phase = PH_TIME;
+    rc = phase_time(r);
+    r->phase = PH_FINAL;
+    if (rc == AT_OK)
+        rc = phase_final(r);
+    if (rc == AT_OK && res->harness_errors)
+        rc = at_fail(AT_ERR_HARNESS, "harness error: %d measurement(s) above the read ceiling of %.0f GB/s",
+                     res->harness_errors, res->dev.read_gbps);
+done:
+    m->rc = rc;
+    if (rc != AT_OK)
+        snprintf(m->err, sizeof m->err, "%s", at_errmsg());
+    r->phase = PH_END;
+    for (int i = 0; r->jobs && i < res->nrows; i++)
+        if (r->jobs[i].ok)
+            send_row(r, i);
+    m->res = *res;
+    m->res.rows = NULL;
+    m->res.winner.cubin = NULL;
+    size_t cb = res->winner.cubin ? res->winner.cubin_size : 0;
+    unsigned char *buf = malloc(sizeof *m + cb);
+    if (!buf)
+        _exit(4);
+    m->res.winner.cubin_size = cb;
+    memcpy(buf, m, sizeof *m);
+    if (cb)
+        memcpy(buf + sizeof *m, res->winner.cubin, cb);
+    at_worker_send(w, MSG_END, -1, buf, sizeof *m + cb);
+    /* no cleanup: the process ends, and with it the context */
+}
+
+/* Parent side: a worker's message into the parent's result. */
+static void on_msg(void *arg, const at_worker_msg *m)
+{
+    run *r = arg;
+    at_search_result *res = r->res;
+    if (m->type == MSG_ROW && m->len == sizeof(row_msg) && m->row >= 0 && m->row < res->nrows) {
+        row_msg rm;
+        at_search_row *row = &res->rows[m->row];
+        memcpy(&rm, m->data, sizeof rm);
+        row->trial = rm.trial;
+        row->gbps = rm.gbps;
+        row->ratio = rm.ratio;
+        row->final = rm.final;
+        row->reps = rm.reps;
+        res->ncorrect = rm.ncorrect;
+        res->nwrong = rm.nwrong;
+        res->ncrashed = rm.ncrashed;
+        res->ntimeout = rm.ntimeout;
+        if (rm.phase == PH_VERIFY)
+            r->verified[m->row] = 1;
+    } else if (m->type == MSG_END && m->len >= sizeof(end_msg)) {
+        end_msg *e = malloc(sizeof *e);
+        if (!e)
+            return;
+        memcpy(e, m->data, sizeof *e);
+        r->end_seen = 1;
+        r->end_rc = e->rc;
+        snprintf(r->end_err, sizeof r->end_err, "%s", e->err);
+        const at_search_result *w = &e->res;
+        res->dev = w->dev;
+        res->harness_errors = w->harness_errors;
+        res->copies = w->copies;
+        res->working_set_mib = w->working_set_mib;
+        res->launches = w->launches;
+        res->groups = w->groups;
+        memcpy(res->baselines, w->baselines, sizeof res->baselines);
+        res->base_us = w->base_us;
+        res->base_min = w->base_min;
+        res->base_max = w->base_max;
+        res->base_stream_us = w->base_stream_us;
+        res->t_verify = w->t_verify;
+        res->t_time = w->t_time;
+        /* what the timing phase's strategy did (plan_search, phase_time) */
+        memcpy(res->search, w->search, sizeof res->search);
+        memcpy(res->search_from, w->search_from, sizeof res->search_from);
+        memcpy(res->effort, w->effort, sizeof res->effort);
+        res->budget = w->budget;
+        res->full_reps = w->full_reps;
+        res->final_reps = w->final_reps;
+        res->nmeasured = w->nmeasured;
+        res->nnot_measured = w->nnot_measured;
+        res->nwarm = w->nwarm;
+        res->nwarm_shapes = w->nwarm_shapes;
+        res->nfinal = w->nfinal;
+        res->cost_reps = w->cost_reps;
+        at_winner_clear(&res->winner);
+        res->winner = w->winner;
+        res->winner.cubin = NULL;
+        res->winner.cubin_size = 0;
+        size_t cb = w->winner.cubin_size;
+        if (cb && m->len == sizeof *e + cb && (res->winner.cubin = malloc(cb)) != NULL) {
+            memcpy(res->winner.cubin, (const unsigned char *)m->data + sizeof *e, cb);
+            res->winner.cubin_size = cb;
+        }
+        free(e);
+    }
+}
+
+/* Parent side: the worker died or hung on row i; record it (stored, so
+** reruns skip it) and say so. */
+static void blame(run *r, int i, const at_worker_outcome *oc)
+{
+    at_search_result *res = r->res;
+    at_search_row *row = &res->rows[i];
+    at_cache *c = NULL;
+    row->trial.us = row->trial.us_min = row->trial.us_max = 0.0;
+    if (oc->how == AT_WORKER_TIMEOUT) {
+        row->trial.state = AT_TRIAL_TIMEOUT;
+        snprintf(row->trial.reason, sizeof row->trial.reason, "%s", oc->why);
+        res->ntimeout++;
+    } else {
+        row->trial.state = AT_TRIAL_CRASHED;
+        /* a sticky error the worker reported, else how the worker ended */
+        const char *why = r->end_seen && r->end_rc == AT_ERR_CUDA_STICKY ? r->end_err : oc->why;
+        snprintf(row->trial.reason, sizeof row->trial.reason, "%.*s", (int)sizeof row->trial.reason - 1, why);
+        res->ncrashed++;
+    }
+    if (at_cache_open(r->o->db_path, &c) != AT_OK || at_cache_put_trial(c, &res->key, &row->trial) != AT_OK)
+        fprintf(stderr, "warning: %s\n", at_errmsg());
+    at_cache_close(c);
+    if (r->o->progress)
+        fprintf(stderr, "\r\033[K%s %s %s: %s; a fresh worker goes on\n", at_trial_state_name(row->trial.state),
+                row->trial.strategy, row->trial.params, row->trial.reason);
+}
+
+/* Parent side, after each worker: finished (its MSG_END, not a sticky
+** error), or lost in a candidate (recorded: a fresh worker goes on), or
+** lost outside any candidate (the run fails, unless interrupted). */
+static int judge(void *arg, const at_worker_outcome *oc)
+{
+    run *r = arg;
+    at_search_result *res = r->res;
+    int rc = AT_WORKER_AGAIN;
+    if (r->end_seen && r->end_rc != AT_ERR_CUDA_STICKY)
+        rc = r->end_rc == AT_OK ? AT_OK : at_fail(r->end_rc, "%s", r->end_err);
+    else if (oc->row >= 0 && oc->row < res->nrows)
+        blame(r, oc->row, oc);
+    else if (interrupted(r->o))
+        rc = AT_OK; /* stopped while winding down: what was stored stays */
+    else
+        rc = r->end_seen ? at_fail(r->end_rc, "%s", r->end_err)
+                         : at_fail(AT_ERR_CUDA, "cuda: the GPU worker failed outside any candidate: %s", oc->why);
+    r->end_seen = 0; /* for the next worker */
+    r->end_rc = AT_OK;
+    r->end_err[0] = '\0';
+    return rc;
+}
+
+/* The GPU phases with crash isolation: a worker (gpu_body) at a time; when
+** one dies or runs past a candidate's deadline (worker.h), the candidate
+** in flight is recorded crashed / timeout and a fresh worker, forked from
+** this up-to-date parent, goes on where the last one stopped. Each restart
+** decides one more candidate, so this ends. This process keeps no SQLite
+** connection across the fork and never initialises CUDA. */
+static int gpu_phases(run *r)
+{
+    at_cache_close(r->cache); /* the worker opens its own; blame() opens one when needed */
+    r->cache = NULL;
+    if (!(r->verified = calloc((size_t)r->res->nrows, 1)))
+        return at_fail(AT_ERR_NOMEM, "out of memory");
+    return at_worker_loop(gpu_body, r, on_msg, r, judge, r, r->o->interrupt, NULL);
 }
 
 int at_search_run(const at_search_opts *o, at_search_result *res)
@@ -953,11 +1250,11 @@ int at_search_run(const at_search_opts *o, at_search_result *res)
         (rc = space_digest(r.spec, r.tpl, r.op->extra_templates, res->key.space_sha)) != AT_OK)
         goto done;
 
-    /* the device: identity first (cheap), the full context only if needed */
+    /* the device's identity, read in a child: this process must stay free
+    ** of CUDA to fork the GPU worker later (worker.h) */
     if (!o->dry_run) {
-        if ((rc = at_gpu_open(o->device, 1, &r.gpu)) != AT_OK)
+        if ((rc = at_worker_identity(o->device, &res->dev)) != AT_OK)
             goto done;
-        res->dev = r.gpu->info;
         res->arch = 10 * res->dev.cc_major + res->dev.cc_minor;
         /* compiled kernels live beside the db: <dir of db>/cubins */
         const char *slash = strrchr(o->db_path, '/');
@@ -967,10 +1264,8 @@ int at_search_run(const at_search_opts *o, at_search_result *res)
             snprintf(r.cubin_dir, sizeof r.cubin_dir, "cubins");
     } else {
         res->arch = o->arch > 0 ? o->arch : 90;
-        if (o->arch <= 0 && at_gpu_open(o->device, 1, &r.gpu) == AT_OK)
-            res->arch = 10 * r.gpu->info.cc_major + r.gpu->info.cc_minor;
-        if (r.gpu)
-            res->dev = r.gpu->info;
+        if (o->arch <= 0 && at_worker_identity(o->device, &res->dev) == AT_OK)
+            res->arch = 10 * res->dev.cc_major + res->dev.cc_minor;
     }
 
     /* the op: options, what it reads from the spec, its baselines' names */
@@ -1027,22 +1322,8 @@ int at_search_run(const at_search_opts *o, at_search_result *res)
     if ((rc = phase_compile(&r)) != AT_OK || o->dry_run || interrupted(o))
         goto done;
 
-    /* from here on the GPU is needed for real */
-    at_gpu_close(r.gpu);
-    r.gpu = NULL;
-    if ((rc = at_gpu_open(o->device, 0, &r.gpu)) != AT_OK || (rc = device_ceilings(&r)) != AT_OK ||
-        (rc = plan_timing(&r, r.op->copy_bytes(r.op_state))) != AT_OK ||
-        (rc = r.op->setup(r.op_state, r.gpu, r.copies)) != AT_OK || (rc = phase_verify(&r)) != AT_OK ||
-        o->verify_only)
-        goto done;
-    /* with nothing correct, the timing still measures the baselines, and
-    ** baseline 0 then is the stored answer */
-    rc = phase_time(&r);
-    if (rc == AT_OK)
-        rc = phase_final(&r);
-    if (rc == AT_OK && res->harness_errors)
-        rc = at_fail(AT_ERR_HARNESS, "harness error: %d measurement(s) above the read ceiling of %.0f GB/s",
-                     res->harness_errors, res->dev.read_gbps);
+    /* from here on the GPU is needed for real: in a worker process */
+    rc = gpu_phases(&r);
 done:
     if (rc == AT_OK && interrupted(o)) {
         res->interrupted = 1;
