@@ -91,6 +91,8 @@ static void space_line(FILE *f, const at_search_result *r)
         fprintf(f, ", %d correct, %d wrong", r->ncorrect, r->nwrong);
     if (r->ncrashed)
         fprintf(f, ", %d crashed", r->ncrashed);
+    if (r->ntimeout)
+        fprintf(f, ", %d timed out", r->ntimeout);
     if (r->nskipped)
         fprintf(f, ", %d skipped (failed before, cached)", r->nskipped);
     fputc('\n', f);
@@ -376,10 +378,10 @@ void at_report_json(FILE *f, const at_search_opts *o, const at_search_result *r,
             r->dev.copy_gbps, r->dev.empty_us);
     fprintf(f, ",\"space\":{\"candidates\":%d,\"pruned\":%d,\"compiled\":%d,\"compile_failed\":%d,"
                "\"compile_cached\":%d,\"spills\":%d,\"spills_rejected\":%d,\"spills_allowed\":%s,\"correct\":%d,"
-               "\"wrong\":%d,\"crashed\":%d,\"skipped\":%d}",
+               "\"wrong\":%d,\"crashed\":%d,\"timeout\":%d,\"skipped\":%d}",
             r->ncand, r->npruned, r->ncompiled, r->ncompile_failed, r->ncompile_cached, r->nspills,
             r->nspills_rejected, r->spills_allowed ? "true" : "false", r->ncorrect, r->nwrong, r->ncrashed,
-            r->nskipped);
+            r->ntimeout, r->nskipped);
     fputs(",\"search\":{\"strategy\":", f);
     jstr(f, r->search);
     fputs(",\"from\":", f);
