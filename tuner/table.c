@@ -564,6 +564,43 @@ static int read_device(at_json_path *d, const at_json *obj, at_table_device *td)
     return st;
 }
 
+static int cmp_device(const void *a, const void *b)
+{
+    const at_table_device *x = *(const at_table_device *const *)a, *y = *(const at_table_device *const *)b;
+    int c = strcmp(x->info.name, y->info.name);
+    if (!c)
+        c = x->info.cc_major != y->info.cc_major ? x->info.cc_major - y->info.cc_major
+            : x->info.cc_minor != y->info.cc_minor ? x->info.cc_minor - y->info.cc_minor
+                                                   : (x->info.sms > y->info.sms) - (x->info.sms < y->info.sms);
+    return c ? c : (x > y) - (x < y); /* then document order */
+}
+
+/* One GPU per table: sorted, so 70,000 devices are not 2.5e9 comparisons. */
+static int check_same_gpu(at_json_path *d, const at_table *t)
+{
+    const at_table_device **by = malloc((t->ndevices ? t->ndevices : 1) * sizeof *by);
+    size_t first = t->ndevices, twin = 0;
+    if (!by)
+        return at_fail(AT_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < t->ndevices; i++)
+        by[i] = &t->devices[i];
+    qsort(by, t->ndevices, sizeof *by, cmp_device);
+    for (size_t i = 1; i < t->ndevices; i++) {
+        const at_device_info *a = &by[i - 1]->info, *b = &by[i]->info;
+        size_t later = (size_t)(by[i] - t->devices);
+        if (!strcmp(a->name, b->name) && a->cc_major == b->cc_major && a->cc_minor == b->cc_minor &&
+            a->sms == b->sms && later < first) {
+            first = later;
+            twin = (size_t)(by[i - 1] - t->devices);
+        }
+    }
+    free(by);
+    if (first == t->ndevices)
+        return AT_OK;
+    snprintf(d->where, sizeof d->where, "devices[%zu]", first);
+    return at_json_fail(d, NULL, "the same GPU as devices[%zu]", twin);
+}
+
 static int read_table_doc(const char *file, const at_json *root, at_table *t)
 {
     static const char *const fields[] = {"format", "version", "devices", NULL};
@@ -595,14 +632,8 @@ static int read_table_doc(const char *file, const at_json *root, at_table *t)
         t->ndevices = i + 1;
         if ((st = read_device(&d, &devs->items[i], &t->devices[i])) != AT_OK)
             return st;
-        for (size_t j = 0; j < i; j++) {
-            const at_device_info *a = &t->devices[j].info, *b = &t->devices[i].info;
-            if (!strcmp(a->name, b->name) && a->cc_major == b->cc_major && a->cc_minor == b->cc_minor &&
-                a->sms == b->sms)
-                return at_json_fail(&d, NULL, "the same GPU as devices[%zu]", j);
-        }
     }
-    return AT_OK;
+    return check_same_gpu(&d, t);
 }
 
 int at_table_read_json(const char *path, at_table *out)
