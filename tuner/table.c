@@ -15,7 +15,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* [TABLE_FORMAT] The formats, version 1 (AT_TABLE_VERSION):
 **
@@ -644,8 +646,12 @@ int at_table_read_json(const char *path, at_table *out)
     at_json *root = NULL;
     int st = AT_OK;
     memset(out, 0, sizeof *out);
-    if (!(f = fopen(path, "rb")) || fstat(fileno(f), &sb) != 0) {
+    /* O_NONBLOCK: a FIFO is refused below instead of waiting for a writer */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 || !(f = fdopen(fd, "rb")) || fstat(fd, &sb) != 0) {
         st = at_fail(AT_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+        if (fd >= 0 && !f)
+            close(fd);
         goto done;
     }
     if (!S_ISREG(sb.st_mode) || sb.st_size > AT_TABLE_MAX_BYTES) {
