@@ -586,6 +586,7 @@ static void eval_candidate(body *b, const spec_strategy *st, at_candidate *k)
         if (t == LUA_TSTRING) /* %.*s: "%s" would measure a long reason whole */
             snprintf(k->prune_reason, sizeof k->prune_reason, "%.*s", (int)sizeof k->prune_reason - 1,
                      lua_tostring(L, -1));
+        at_sandbox_one_line(k->prune_reason); /* printed in the table, stored in the cache */
         lua_settop(L, base);
         return;
     }

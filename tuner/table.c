@@ -774,7 +774,14 @@ int at_table_main(int argc, char **argv)
         else
             st = at_table_show(o.db, o.device, stdout);
     }
-    if (st != AT_OK)
-        fprintf(stderr, "autotune: %s\n", at_errmsg());
+    if (st != AT_OK) {
+        /* one line of printable text: names and fields come from the files */
+        char line[1024];
+        snprintf(line, sizeof line, "%s", at_errmsg());
+        for (unsigned char *p = (unsigned char *)line; *p; p++)
+            if (*p < 0x20 || *p == 0x7f)
+                *p = (*p == '\t' || *p == '\n' || *p == '\r') ? ' ' : '?';
+        fprintf(stderr, "autotune: %s\n", line);
+    }
     return st;
 }
