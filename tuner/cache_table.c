@@ -36,7 +36,14 @@ static int query_int(sqlite3 *db, const char *sql, int *out)
 }
 
 /* Read-only: no create, no WAL switch, no schema; refuses what is not ours
-** the way at_cache_open does (AT_ERR_CACHE naming the path). */
+** the way at_cache_open does (AT_ERR_CACHE naming the path). Opened
+** read-write with PRAGMA query_only rather than SQLITE_OPEN_READONLY: a
+** read-only connection to a WAL file creates its -wal and -shm but may not
+** remove them at close, so show/export/merge left two files beside every
+** cache they read (refused ones too). As the last connection this one
+** removes them; the file itself is written only to checkpoint a WAL that
+** another connection left behind. A write-protected file still opens
+** (SQLite falls back to read-only). */
 int at_cache_open_readonly(const char *path, at_cache **out)
 {
     struct stat sb;
@@ -55,14 +62,16 @@ int at_cache_open_readonly(const char *path, at_cache **out)
         free(c);
         return at_fail(AT_ERR_NOMEM, "out of memory");
     }
-    rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READONLY, NULL);
+    rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE, NULL);
     if (rc != SQLITE_OK) {
         st = sql_fail(path, c->db, rc, "cannot open read-only");
         goto done;
     }
     sqlite3_extended_result_codes(c->db, 0);
     sqlite3_busy_timeout(c->db, 10000);
-    rc = query_int(c->db, "PRAGMA user_version", &v);
+    rc = sqlite3_exec(c->db, "PRAGMA query_only = 1", NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = query_int(c->db, "PRAGMA user_version", &v);
     if (rc == SQLITE_OK)
         rc = query_int(c->db,
                        "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
