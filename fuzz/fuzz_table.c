@@ -3,8 +3,8 @@
 ** strict JSON reader (at_json_parse), base64, at_table_read_json on a file
 ** holding the bytes, and for a table it accepts, at_cache_apply_table into an
 ** empty in-memory cache, at_cache_read_table and a second export/read.
-** Invariants (abort() on a violation): a refusal is AT_ERR_USAGE/NOMEM with a
-** message naming the file; a parsed tree writes out and parses back to the
+** Invariants (abort() on a violation): a refusal is AT_ERR_USAGE/NOMEM with
+** one printable line naming the file; a parsed tree writes out and parses back to the
 ** same tree; an accepted base64 text re-encodes to itself; an accepted table
 ** has re-digested keys and matching cubins, applies whole, and exports as
 ** bytes that read back and export to the same bytes. Each input is also read
@@ -153,6 +153,9 @@ static void check_json(const uint8_t *data, size_t size)
             fail("json refusal: wrong status or *out left set");
         if (rc == AT_ERR_USAGE && strncmp(at_errmsg(), "fuzz.json:", 10) != 0)
             fail("json refusal does not name the document");
+        for (const unsigned char *m = (const unsigned char *)at_errmsg(); *m; m++)
+            if (*m < 0x20 || *m == 0x7f)
+                fail("json refusal is not one printable line");
         return;
     }
     check_value(root, 1);
@@ -307,6 +310,9 @@ static void check_table_file(const uint8_t *data, size_t size)
             fail("table refusal is not AT_ERR_USAGE/NOMEM");
         if (rc == AT_ERR_USAGE && strncmp(at_errmsg(), path, strlen(path)) != 0)
             fail("table refusal does not name the file");
+        for (const unsigned char *m = (const unsigned char *)at_errmsg(); *m; m++)
+            if (*m < 0x20 || *m == 0x7f)
+                fail("table refusal is not one printable line");
         if (t.devices || t.ndevices)
             fail("a refused table left devices behind");
         return;

@@ -31,6 +31,15 @@ static int fail_at(const reader *r, const char *at, const char *fmt, ...)
 #endif
     ;
 
+/* Text from a document (names, values) in a message: one printable line.
+** Tab, CR and LF become a space, other control bytes '?'. */
+static void one_line(char *s)
+{
+    for (unsigned char *p = (unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            *p = (*p == '\t' || *p == '\n' || *p == '\r') ? ' ' : '?';
+}
+
 /* "name:line:col: json: message" for the byte at `at` (on the current line). */
 static int fail_at(const reader *r, const char *at, const char *fmt, ...)
 {
@@ -39,6 +48,7 @@ static int fail_at(const reader *r, const char *at, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    one_line(msg); /* "duplicate key" quotes the document */
     return at_fail(AT_ERR_USAGE, "%s:%d:%ld: json: %s", r->name, r->line, (long)(at - r->line_start) + 1,
                    msg);
 }
@@ -344,8 +354,11 @@ static int check_duplicates(const reader *r, const at_json *v, const key_pos *po
     free(refs);
     if (dup == v->count)
         return AT_OK;
-    return at_fail(AT_ERR_USAGE, "%s:%d:%d: json: duplicate key \"%.64s\"", r->name, pos[dup].line, pos[dup].col,
-                   v->keys[dup]);
+    char key[65];
+    snprintf(key, sizeof key, "%s", v->keys[dup]);
+    one_line(key);
+    return at_fail(AT_ERR_USAGE, "%s:%d:%d: json: duplicate key \"%s\"", r->name, pos[dup].line, pos[dup].col,
+                   key);
 }
 
 /* '[' or '{' at r->p: the container and its children. */
@@ -658,13 +671,15 @@ int at_json_base64_decode(const char *s, size_t len, unsigned char **out, size_t
 
 int at_json_fail(const at_json_path *p, const char *field, const char *fmt, ...)
 {
-    char msg[256];
+    char msg[256], line[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return at_fail(AT_ERR_USAGE, "%s: %s%s%s: %s", p->file, p->where, p->where[0] && field ? "." : "",
-                   field ? field : "", msg);
+    snprintf(line, sizeof line, "%s: %s%s%s: %s", p->file, p->where, p->where[0] && field ? "." : "",
+             field ? field : "", msg);
+    one_line(line); /* field names and values come from the file */
+    return at_fail(AT_ERR_USAGE, "%s", line);
 }
 
 int at_json_check_fields(const at_json_path *p, const at_json *obj, const char *const *fields)
