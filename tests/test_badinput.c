@@ -556,6 +556,20 @@ static void cache_files(void)
         subf(8, needle, "merge %s --db %s", good, db);
         subf(8, needle, "merge %s --db %s", db, good); /* and good.db is untouched */
     }
+    /* structurally valid, but numbers no tuner writes: 10 * cc_major
+    ** overflowed int (UBSan) before the reader checked the ranges */
+    variant_db("damaged_cc.db", 0, 0, 0);
+    raw_sql("damaged_cc.db", "UPDATE devices SET cc_major = 300000000");
+    variant_db("damaged_grid.db", 0, 0, 0);
+    raw_sql("damaged_grid.db", "UPDATE winners SET grid_x = -1");
+    static const char *const damaged[] = {"damaged_cc.db", "damaged_grid.db"};
+    for (size_t i = 0; i < 2; i++) {
+        char db[128];
+        tpath(db, sizeof db, damaged[i]);
+        subf(8, "is damaged", "show --db %s", db);
+        subf(8, "is damaged", "export --format csv --db %s", db);
+        subf(8, "is damaged", "merge %s --db %s", db, good);
+    }
     /* through main()'s dispatch too */
     expectf(8, "not an SQLite database", "show --db %s/text.db", tmpdir);
     expectf(8, "schema version 99", "import %s --db %s/newer.db", gjs, tmpdir);

@@ -145,6 +145,15 @@ static int col_int(sqlite3_stmt *s, int i)
     return (int)sqlite3_column_int64(s, i);
 }
 
+/* Column i holds an integer in lo..hi (a damaged or hand-edited cache may
+** hold anything: 10 * cc_major + cc_minor must not overflow, and an export
+** must read back through at_table_read_json's ranges). */
+static int in_range(sqlite3_stmt *s, int i, long long lo, long long hi)
+{
+    long long v = sqlite3_column_int64(s, i);
+    return sqlite3_column_type(s, i) == SQLITE_INTEGER && v >= lo && v <= hi;
+}
+
 /* One winners row into e (key device fields from d). */
 static int read_entry(at_cache *c, sqlite3_stmt *s, const at_device_info *d, at_table_entry *e)
 {
@@ -162,6 +171,12 @@ static int read_entry(at_cache *c, sqlite3_stmt *s, const at_device_info *d, at_
     if (at_dtype_parse(dtype, &k->dtype) != AT_OK)
         return at_fail(AT_ERR_CACHE, "%s: winner %s %s has unknown dtype '%s'", c->path, k->op, k->shape,
                        dtype);
+    int ranges_ok = in_range(s, 3, 0, INT_MAX) && in_range(s, 4, 0, INT_MAX);
+    for (int i = 20; i <= 26; i++)
+        ranges_ok &= in_range(s, i, 0, UINT_MAX);
+    if (!ranges_ok)
+        return at_fail(AT_ERR_CACHE, "%s: winner %s %s %s is damaged (a version, grid, block or smem out of range)",
+                       c->path, k->op, dtype, k->shape);
     snprintf(k->device, sizeof k->device, "%s", d->name);
     k->cc = 10 * d->cc_major + d->cc_minor;
     k->sms = d->sms;
@@ -197,6 +212,15 @@ static int read_entry(at_cache *c, sqlite3_stmt *s, const at_device_info *d, at_
 static int read_device_row(at_cache *c, sqlite3_stmt *s, at_device_info *d)
 {
     int st = COL_TEXT(c, s, 0, d->name);
+    if (st == AT_OK && (!d->name[0] || !in_range(s, 1, 1, 99) || !in_range(s, 2, 0, 9) ||
+                        !in_range(s, 3, 0, 1000000) || !in_range(s, 4, 0, LLONG_MAX) ||
+                        !in_range(s, 5, 0, LLONG_MAX) || !in_range(s, 6, 0, INT_MAX) ||
+                        !in_range(s, 7, 0, 1000) || !in_range(s, 8, 0, 1000)))
+        return at_fail(AT_ERR_CACHE,
+                       "%s: device '%s' is damaged (compute capability %lld.%lld, %lld SMs, or a size or "
+                       "version out of range)",
+                       c->path, d->name, (long long)sqlite3_column_int64(s, 1),
+                       (long long)sqlite3_column_int64(s, 2), (long long)sqlite3_column_int64(s, 3));
     d->cc_major = col_int(s, 1);
     d->cc_minor = col_int(s, 2);
     d->sms = col_int(s, 3);
