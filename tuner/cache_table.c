@@ -7,6 +7,7 @@
 ** not at all, and export and show never write to the cache.
 */
 #include "cache_internal.h"
+#include "json.h"
 #include "table.h"
 
 #include <errno.h>
@@ -177,6 +178,24 @@ static int read_entry(at_cache *c, sqlite3_stmt *s, const at_device_info *d, at_
     if (!ranges_ok)
         return at_fail(AT_ERR_CACHE, "%s: winner %s %s %s is damaged (a version, grid, block or smem out of range)",
                        c->path, k->op, dtype, k->shape);
+    /* what the JSON reader demands, so that an export always imports again */
+    const char *text[] = {k->op,      k->shape,  k->space_sha,        k->options, k->tuner_version,
+                          w->strategy, w->kernel, w->template_name, w->params};
+    int text_ok = 1;
+    for (size_t i = 0; i < sizeof text / sizeof text[0]; i++)
+        text_ok &= at_json_utf8_valid(text[i]);
+    at_shape shape;
+    char canon[64];
+    if (text_ok && at_shape_parse(k->shape, 3, &shape) != AT_OK && at_shape_parse(k->shape, 2, &shape) != AT_OK)
+        text_ok = 0;
+    else if (text_ok)
+        at_shape_format(&shape, canon, sizeof canon);
+    if (!text_ok || !k->op[0] || !w->strategy[0] || strcmp(canon, k->shape) != 0 ||
+        strspn(k->space_sha, "0123456789abcdef") != 64 || k->space_sha[64])
+        return at_fail(AT_ERR_CACHE,
+                       "%s: winner %s %s on %s is damaged (an empty op or strategy, a shape, space_sha or text "
+                       "autotune does not write)",
+                       c->path, dtype, k->shape, d->name);
     snprintf(k->device, sizeof k->device, "%s", d->name);
     k->cc = 10 * d->cc_major + d->cc_minor;
     k->sms = d->sms;
@@ -212,7 +231,7 @@ static int read_entry(at_cache *c, sqlite3_stmt *s, const at_device_info *d, at_
 static int read_device_row(at_cache *c, sqlite3_stmt *s, at_device_info *d)
 {
     int st = COL_TEXT(c, s, 0, d->name);
-    if (st == AT_OK && (!d->name[0] || !in_range(s, 1, 1, 99) || !in_range(s, 2, 0, 9) ||
+    if (st == AT_OK && (!d->name[0] || !at_json_utf8_valid(d->name) || !in_range(s, 1, 1, 99) || !in_range(s, 2, 0, 9) ||
                         !in_range(s, 3, 0, 1000000) || !in_range(s, 4, 0, LLONG_MAX) ||
                         !in_range(s, 5, 0, LLONG_MAX) || !in_range(s, 6, 0, INT_MAX) ||
                         !in_range(s, 7, 0, 1000) || !in_range(s, 8, 0, 1000)))
@@ -257,6 +276,11 @@ static int read_entries(at_cache *c, sqlite3_stmt *s, at_table_device *td)
         memset(e, 0, sizeof *e);
         if ((st = read_entry(c, s, d, e)) != AT_OK)
             return st;
+        /* rows sorted by the key's fields: two rows of one key are neighbours
+        ** (their stored key_sha differs; the recomputed one does not) */
+        if (td->nentries > 1 && !strcmp(e[-1].key_sha, e->key_sha))
+            return at_fail(AT_ERR_CACHE, "%s: two winners for %s %s %s on %s (damaged)", c->path, e->key.op,
+                           at_dtype_name(e->key.dtype), e->key.shape, d->name);
     }
     return rc == SQLITE_DONE ? AT_OK : sql_fail(c->path, c->db, rc, "read winners");
 }
