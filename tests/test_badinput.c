@@ -562,13 +562,20 @@ static void cache_files(void)
     raw_sql("damaged_cc.db", "UPDATE devices SET cc_major = 300000000");
     variant_db("damaged_grid.db", 0, 0, 0);
     raw_sql("damaged_grid.db", "UPDATE winners SET grid_x = -1");
-    static const char *const damaged[] = {"damaged_cc.db", "damaged_grid.db"};
-    for (size_t i = 0; i < 2; i++) {
+    /* rows autotune never writes: exported, they would not import again */
+    variant_db("damaged_shape.db", 0, 0, 0);
+    raw_sql("damaged_shape.db", "UPDATE winners SET shape = '01x2048x8192' WHERE shape = '1x2048x8192'");
+    variant_db("damaged_twice.db", 0, 0, 0); /* one key in two rows (stored key_sha differs) */
+    raw_sql("damaged_twice.db", "CREATE TEMP TABLE t AS SELECT * FROM winners LIMIT 1;"
+                                " UPDATE t SET key_sha = 'another'; INSERT INTO winners SELECT * FROM t");
+    static const char *const damaged[] = {"damaged_cc.db", "damaged_grid.db", "damaged_shape.db",
+                                          "damaged_twice.db"};
+    for (size_t i = 0; i < sizeof damaged / sizeof damaged[0]; i++) {
         char db[128];
         tpath(db, sizeof db, damaged[i]);
-        subf(8, "is damaged", "show --db %s", db);
-        subf(8, "is damaged", "export --format csv --db %s", db);
-        subf(8, "is damaged", "merge %s --db %s", db, good);
+        subf(8, "damaged", "show --db %s", db);
+        subf(8, "damaged", "export --format csv --db %s", db);
+        subf(8, "damaged", "merge %s --db %s", db, good);
     }
     /* through main()'s dispatch too */
     expectf(8, "not an SQLite database", "show --db %s/text.db", tmpdir);
