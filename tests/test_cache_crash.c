@@ -347,6 +347,11 @@ static void test_kill9(void)
             _exit(crash_writer(path, fd[1]));
         }
         close(fd[1]);
+        CHECK(pid > 0);
+        if (pid <= 0) { /* never kill(-1, ...): that is every process */
+            close(fd[0]);
+            continue;
+        }
         struct timespec ts = {0, (long)(delays_ms[r] * 1000000L + (rand() % 1000) * 1000L)};
         nanosleep(&ts, NULL);
         kill(pid, SIGKILL);
@@ -388,6 +393,11 @@ static void test_kill9(void)
         _exit(crash_writer(path, fd[1]));
     }
     close(fd[1]);
+    CHECK(pid > 0);
+    if (pid <= 0) {
+        close(fd[0]);
+        return;
+    }
     int n = 0, last = committed;
     while (last < committed + 20 * BATCH && read(fd[0], &n, sizeof n) == (ssize_t)sizeof n)
         last = n;
