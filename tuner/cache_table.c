@@ -11,6 +11,7 @@
 #include "table.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -382,6 +383,25 @@ static int faster(double incoming, double local)
     return isnan(local) || incoming < local;
 }
 
+/* One line of output: the text after formatting made printable (names,
+** params and ops come from files: tab, CR and LF become a space, other
+** control bytes '?', so a name cannot add lines or move the cursor). */
+static void put_line(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put_line(FILE *f, const char *fmt, ...)
+{
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    for (unsigned char *p = (unsigned char *)line; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            *p = (*p == '\t' || *p == '\n' || *p == '\r') ? ' ' : '?';
+    fputs(line, f);
+    fputc('\n', f);
+}
+
 /* "warp_row TP_VEC=8" / "cublas" */
 static void describe(const at_winner *w, char *buf, size_t len)
 {
@@ -415,8 +435,8 @@ static int apply_device(at_cache *c, const at_table_device *td, const char *sour
             nkept++;
             describe(&old, dold, sizeof dold);
             describe(&e->w, dnew, sizeof dnew);
-            fprintf(log,
-                    "%s %s %s on %s (sm_%d): kept the local entry (%s, %.4g us) over %s's (%s, %.4g us)\n",
+            put_line(log,
+                     "%s %s %s on %s (sm_%d): kept the local entry (%s, %.4g us) over %s's (%s, %.4g us)",
                     k->op, at_dtype_name(k->dtype), k->shape, td->info.name, cc, dold, old.us, source, dnew,
                     e->w.us);
         } else {
@@ -424,9 +444,9 @@ static int apply_device(at_cache *c, const at_table_device *td, const char *sour
                 nfaster++;
                 describe(&old, dold, sizeof dold);
                 describe(&e->w, dnew, sizeof dnew);
-                fprintf(log,
-                        "%s %s %s on %s (sm_%d): kept %s's entry (%s, %.4g us) over the local one (%s, %.4g "
-                        "us)\n",
+                put_line(log,
+                         "%s %s %s on %s (sm_%d): kept %s's entry (%s, %.4g us) over the local one (%s, %.4g "
+                         "us)",
                         k->op, at_dtype_name(k->dtype), k->shape, td->info.name, cc, source, dnew, e->w.us,
                         dold, old.us);
             } else {
@@ -438,9 +458,9 @@ static int apply_device(at_cache *c, const at_table_device *td, const char *sour
         if (st != AT_OK)
             return st;
     }
-    fprintf(log,
-            "imported %zu %s for %s (sm_%d) from %s: %zu new, %zu faster than the local one;"
-            " %zu local kept (faster), %zu already present\n",
+    put_line(log,
+             "imported %zu %s for %s (sm_%d) from %s: %zu new, %zu faster than the local one;"
+             " %zu local kept (faster), %zu already present",
             nnew + nfaster, nnew + nfaster == 1 ? "entry" : "entries", td->info.name, cc, source, nnew,
             nfaster, nkept, nsame);
     return AT_OK;
@@ -643,7 +663,7 @@ static void show_device(const at_table_device *td, FILE *f)
         snprintf(em, sizeof em, "%.2f us", d->empty_us);
     else
         snprintf(em, sizeof em, "not measured");
-    fprintf(f, "%s (sm_%d%d, %d SMs, driver %d, NVRTC %d.%d): read %s, copy %s, empty kernel %s\n", d->name,
+    put_line(f, "%s (sm_%d%d, %d SMs, driver %d, NVRTC %d.%d): read %s, copy %s, empty kernel %s", d->name,
             d->cc_major, d->cc_minor, d->sms, d->driver_version, d->nvrtc_major, d->nvrtc_minor, rd, cp, em);
     if (!td->nentries)
         fputs("  nothing tuned yet\n", f);
@@ -661,7 +681,7 @@ static void show_device(const at_table_device *td, FILE *f)
         if (k->driver_version != d->driver_version || strcmp(k->tuner_version, AT_TUNER_VERSION) != 0)
             snprintf(note, sizeof note, "  [keyed for driver %d, tuner %s]", k->driver_version,
                      k->tuner_version);
-        fprintf(f, "  %-*s -> %s%s%s%s  %.2f us, baseline %.2f us, %.2fx%s\n", width, label, w->strategy,
+        put_line(f, "  %-*s -> %s%s%s%s  %.2f us, baseline %.2f us, %.2fx%s", width, label, w->strategy,
                 w->params[0] ? " (" : "", w->params, w->params[0] ? ")" : "", w->us, w->baseline_us,
                 w->speedup, note);
     }
