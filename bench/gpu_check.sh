@@ -1,20 +1,53 @@
 #!/usr/bin/env bash
-# bench/gpu_check.sh — everything that needs the GPU, in one go (as run on the
-# lent H200): the gpu-labelled tests, one tune shown in full, then the decode
-# benchmark. Usage: bench/gpu_check.sh [BUILD_DIR] [DTYPES...]
+# bench/gpu_check.sh — everything that needs the GPU, by stage, for a lent
+# machine whose minutes are few: run `tests` first (every gpu-labelled test
+# executable, each in full to $OUT), then the benchmarks in as many calls as
+# the time allows. Each stage prints a short summary; the full logs land in
+# $OUT (or /tmp/autotune-gpu-check). Speed is reported, never asserted.
+# Usage: bench/gpu_check.sh [BUILD_DIR] [STAGE...]
+#   tests   every build/tests/test_*gpu* executable (GEMV + norm correctness,
+#           skinny M>1, faulting candidates, atk, suites); ~5-8 min on an H200
+#   gemv    bench/decode_gemv.sh, M=1, bf16 (7 shapes)
+#   norm    bench/decode_norm.sh, bf16 (4 ops x 12 shapes)
+#   skinny  bench/decode_skinny.sh, M in {2,4,8,16}, bf16 (reuses gemv's M=1)
+#   engine  bench/atk_check.sh (atk tests + the decode engine on the gemv db)
+#   all     every stage above, in that order
+# Example (device tool): bench/gpu_check.sh build-gpu tests
 set -uo pipefail
 build=${1:-build}
 shift || true
-dtypes=${*:-bf16 fp16}
+stages=${*:-tests}
+[ "$stages" = all ] && stages="tests gemv norm skinny engine"
 out=${OUT:-/tmp/autotune-gpu-check}
-mkdir -p "$out"
+# the per-shape JSON stays on the machine ($OUT brings back at most 8 files)
+work=/tmp/autotune-gpu-check
+db=${GPU_CHECK_DB:-$work/bench.db}
+mkdir -p "$out" "$work"
 echo "== commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
-echo "== gpu tests"
-"$build/tests/test_gpu" >"$out/test_gpu.txt" 2>&1
-echo "test_gpu exit $?"
-grep -E "FAIL|CHECK|wrong|crashed|correct of|passed" "$out/test_gpu.txt"
-echo "== one tune, in full"
-"$build/autotune" --op gemv --shape 1x2048x8192 --db "$out/check.db" --force --quiet --top 8 2>&1 | tee "$out/gemv_1x2048x8192.txt"
-echo "== decode benchmark"
-bench/decode_gemv.sh "$build/autotune" "$out/bench.db" $dtypes 2>&1 | tee "$out/bench.txt"
+for stage in $stages; do
+  t0=$(date +%s)
+  case $stage in
+  tests)
+    for t in "$build"/tests/test_*gpu*; do
+      [ -x "$t" ] || continue
+      name=$(basename "$t")
+      "$t" >"$out/$name.txt" 2>&1
+      echo "== $name exit $? ($(($(date +%s) - t0)) s so far)"
+      grep -E "FAIL|CHECK failed|passed, " "$out/$name.txt"
+    done
+    ;;
+  gemv)
+    BENCH_OUT="$work/gemv" bench/decode_gemv.sh "$build/autotune" "$db" bf16 2>&1 | tee "$out/bench_gemv.txt" ;;
+  norm)
+    BENCH_OUT="$work/norm" bench/decode_norm.sh "$build/autotune" "$db" bf16 2>&1 | tee "$out/bench_norm.txt" ;;
+  skinny)
+    BENCH_OUT="$work/skinny" bench/decode_skinny.sh "$build/autotune" "$db" bf16 2>&1 | tee "$out/bench_skinny.txt" ;;
+  engine)
+    OUT="$work/engine" bench/atk_check.sh "$build" "$db" 2>&1 | tee "$out/engine.txt" ;;
+  *)
+    echo "gpu_check: unknown stage '$stage' (tests gemv norm skinny engine all)" >&2
+    exit 2 ;;
+  esac
+  echo "== stage $stage: $(($(date +%s) - t0)) s"
+done

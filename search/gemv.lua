@@ -1,6 +1,10 @@
 -- search/gemv.lua — the search space for decode GEMV, y[M,N] = x[M,K] . W[N,K]^T.
--- Two strategies: warp_row (a warp owns TP_ROWS rows and all of K) and
--- splitk (TP_WPR warps share a row group's K, reduced in shared memory).
+-- At M = 1 two strategies (measured on the H200): warp_row (a warp owns
+-- TP_ROWS rows and all of K) and splitk (TP_WPR warps share a row group's
+-- K, reduced in shared memory). At M = 2..16, two that read each weight
+-- once for all tokens (not yet run on a GPU): multi_token (CUDA cores,
+-- TP_TOKENS tokens' sums per thread; M = 2..4) and mma (tensor cores,
+-- mma.sync m16n8k16 with W rows on the MMA's M side, tokens on its N side).
 -- Parameter names are the templates' TP_* macros; constraints are named so a
 -- pruned candidate says why. Runs sandboxed: no io, os, require.
 
@@ -31,6 +35,25 @@ local registers_for_loads = { "registers_for_loads", function(p, s)
   -- TP_ROWS*TP_UNROLL vectors in flight per thread; beyond 16 they spill
   return p.TP_ROWS * p.TP_UNROLL <= 16
 end }
+
+local one_token = { "one_token", function(p, s)
+  -- last in the M=1 strategies' lists, so M=1 prunes exactly as it was
+  -- measured; with more tokens they would read every weight once per token
+  if s.M > 1 then return "M > 1: multi_token and mma read each weight once" end
+  return true
+end }
+
+local independent_warps = { "independent_warps", function(p, s)
+  -- with TP_WPR=1 a block's warps share nothing: 4 or 8 per block behave
+  -- alike, so only 4 (keeps the M > 1 space and its CI compile small)
+  if p.TP_WPR == 1 and p.TP_WARPS ~= 4 then return "TP_WPR=1 takes TP_WARPS=4" end
+  return true
+end }
+
+local MULTI_TOKEN_MAX_M = 4 -- beyond: the mma strategy alone
+
+-- [MMA_KSTEP] mma: elements of K per step, AT_MMA_KSTEP in common/mma.cuh
+local function mma_kstep(p) return p.TP_VEC == 8 and 32 or 16 end
 
 local function unroll_within_k(wpr)
   return { "unroll_within_k", function(p, s)
@@ -66,6 +89,7 @@ return {
           if block_n > 1 and block_n >= 2 * s.N then return "block_n " .. block_n .. " >= 2N" end
           return true
         end },
+        one_token,
       },
       grid = function(p, s) return { cdiv(s.N, p.TP_WARPS * p.TP_ROWS), s.M, 1 } end,
       block = function(p, s) return { 32 * p.TP_WARPS, 1, 1 } end,
@@ -97,11 +121,133 @@ return {
           if block_n > 1 and block_n >= 2 * s.N then return "block_n " .. block_n .. " >= 2N" end
           return true
         end },
+        one_token,
       },
       grid = function(p, s) return { cdiv(s.N, p.TP_WARPS // p.TP_WPR * p.TP_ROWS), s.M, 1 } end,
       block = function(p, s) return { 32 * p.TP_WARPS, 1, 1 } end,
     },
+    {
+      -- CUDA cores, TP_TOKENS tokens per block (not yet run on a GPU)
+      name = "multi_token",
+      template = "gemv/gemv_multi_token.cu",
+      kernel = "gemv_multi_token",
+      params = {
+        { "TP_WARPS",  { 4, 8 } },
+        { "TP_WPR",    { 1, 2, 4 } },
+        { "TP_ROWS",   { 1, 2, 4 } },
+        { "TP_TOKENS", { 2, 4 } },
+        { "TP_VEC",    { 8, 4, 2, 1 } },
+        { "TP_UNROLL", { 1, 2 } },
+        { "TP_CACHE",  { 1 } }, -- won 9 of the 14 M=1 shapes on the H200 (2 the rest, 0 none)
+        { "TP_PDL",    { 0, 1 } },
+      },
+      constraints = {
+        { "multi_token_m", function(p, s)
+          -- one block holds all tokens' sums: a few tokens only
+          if s.M < 2 then return "M=1: warp_row and splitk" end
+          if s.M > MULTI_TOKEN_MAX_M then return "M > " .. MULTI_TOKEN_MAX_M .. ": mma" end
+          return true
+        end },
+        { "tokens_cover_m", function(p, s)
+          -- the smallest TP_TOKENS that holds M: each weight read once
+          local want = s.M <= 2 and 2 or 4
+          if p.TP_TOKENS ~= want then return "M=" .. s.M .. " takes TP_TOKENS=" .. want end
+          return true
+        end },
+        pdl_needs_sm90,
+        { "wpr_divides_warps", function(p, s)
+          if p.TP_WARPS % p.TP_WPR ~= 0 then return "TP_WARPS % TP_WPR ~= 0" end
+          return true
+        end },
+        independent_warps,
+        vec_divides_k, widest_vec,
+        { "registers_for_loads", function(p, s)
+          -- weight and activation vectors in flight, and the sums, per thread
+          if (p.TP_ROWS + p.TP_TOKENS) * p.TP_UNROLL > 12 then return "too many vectors in flight" end
+          if p.TP_ROWS * p.TP_TOKENS > 16 then return "more than 16 sums per thread" end
+          return true
+        end },
+        unroll_within_k(nil),
+        { "every_warp_has_k", function(p, s)
+          if 32 * p.TP_WPR * p.TP_VEC > s.K then return "K too short for " .. p.TP_WPR .. " warps per row" end
+          return true
+        end },
+        { "block_n_within_n", function(p, s)
+          local block_n = p.TP_WARPS // p.TP_WPR * p.TP_ROWS
+          if block_n > 1 and block_n >= 2 * s.N then return "block_n " .. block_n .. " >= 2N" end
+          return true
+        end },
+      },
+      grid = function(p, s) return { cdiv(s.N, p.TP_WARPS // p.TP_WPR * p.TP_ROWS), cdiv(s.M, p.TP_TOKENS), 1 } end,
+      block = function(p, s) return { 32 * p.TP_WARPS, 1, 1 } end,
+    },
+    {
+      -- tensor cores, 16 rows x 8 tokens per mma (not yet run on a GPU)
+      name = "mma",
+      template = "gemv/gemv_mma.cu",
+      kernel = "gemv_mma",
+      params = {
+        { "TP_WARPS",  { 4, 8 } },
+        { "TP_WPR",    { 1, 2, 4, 8 } },
+        { "TP_MT",     { 1, 2 } },
+        { "TP_NT",     { 1, 2 } },
+        { "TP_VEC",    { 8, 4, 2, 1 } },
+        { "TP_UNROLL", { 1, 2, 4 } },
+        { "TP_CACHE",  { 1, 2 } }, -- 0 never won at M=1 on the H200
+        { "TP_PDL",    { 0, 1 } },
+      },
+      constraints = {
+        { "mma_m", function(p, s)
+          if s.M < 2 then return "M=1: warp_row and splitk" end
+          return true
+        end },
+        { "mma_needs_sm80", function(p, s)
+          -- mma.sync m16n8k16 with bf16 exists from Ampere on
+          if s.arch < 80 then return "mma.m16n8k16.bf16 needs sm_80" end
+          return true
+        end },
+        { "nt_covers_m", function(p, s)
+          -- the fewest 8-token tiles that hold M (up to 2; more tokens: more blocks)
+          local want = s.M <= 8 and 1 or 2
+          if p.TP_NT ~= want then return "M=" .. s.M .. " takes TP_NT=" .. want end
+          return true
+        end },
+        pdl_needs_sm90,
+        { "wpr_divides_warps", function(p, s)
+          if p.TP_WARPS % p.TP_WPR ~= 0 then return "TP_WARPS % TP_WPR ~= 0" end
+          return true
+        end },
+        independent_warps,
+        vec_divides_k, widest_vec,
+        { "registers_for_loads", function(p, s)
+          -- k-groups in flight per thread: 2 per row tile, 1 per token tile, per step
+          if (2 * p.TP_MT + p.TP_NT) * p.TP_UNROLL > 12 then return "too many k-groups in flight" end
+          return true
+        end },
+        { "every_warp_has_k", function(p, s)
+          -- each of the TP_WPR warps gets at least one step of K
+          if p.TP_WPR * mma_kstep(p) > s.K then return "K too short for " .. p.TP_WPR .. " warps per row" end
+          return true
+        end },
+        { "unroll_within_k", function(p, s)
+          -- every warp gets at least one whole chunk, or the unrolled loop never runs
+          local chunk = p.TP_WPR * p.TP_UNROLL * mma_kstep(p)
+          if p.TP_UNROLL > 1 and chunk > s.K then return "block_k " .. chunk .. " > K" end
+          return true
+        end },
+        { "block_n_within_n", function(p, s)
+          local block_n = p.TP_WARPS // p.TP_WPR * 16 * p.TP_MT
+          if block_n > 16 and block_n >= 2 * s.N then return "block_n " .. block_n .. " >= 2N" end
+          return true
+        end },
+      },
+      grid = function(p, s)
+        return { cdiv(s.N, p.TP_WARPS // p.TP_WPR * 16 * p.TP_MT), cdiv(s.M, 8 * p.TP_NT), 1 }
+      end,
+      block = function(p, s) return { 32 * p.TP_WARPS, 1, 1 } end,
+    },
   },
-  -- weights once, activations once, outputs once
+  -- weights once, activations once, outputs once (at M > 1 only strategies
+  -- that read each weight once are live)
   bytes = function(s) return s.elem * (s.N * s.K + s.M * s.K + s.M * s.N) end,
 }

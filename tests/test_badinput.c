@@ -417,7 +417,8 @@ static void cli_options(void)
         {"--op '' --shape 1x64x64 --dry-run", "unknown op ''"},
         {"--op GEMV --shape 1x64x64 --dry-run", "unknown op 'GEMV'"},
         {"--op ../search/gemv --shape 1x64x64 --dry-run", "unknown op '../search/gemv'"},
-        {"--op rmsnorm --shape 1x2048 --dry-run", "unknown op 'rmsnorm'"},
+        {"--op gemm --shape 1x2048x2048 --dry-run", "unknown op 'gemm'"},
+        {"--op rmsnorm --shape 1x2048x2048 --dry-run", "takes a TxH shape"}, /* a norm takes TxH */
         {"--op gemv --shape 1x64x64 --dtype BF16 --dry-run", "unknown dtype 'BF16'"},
         {"--op gemv --shape 1x64x64 --dtype '' --dry-run", "unknown dtype ''"},
         {"--op gemv --shape 1x64x64 --dtype fp32 --dry-run", "unknown dtype 'fp32'"},

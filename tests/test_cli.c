@@ -27,6 +27,9 @@ static void help_documents_options_and_exit_codes(void)
     CHECK_STR_HAS(o.out, "--json");
     CHECK_STR_HAS(o.out, "--force");
     CHECK_STR_HAS(o.out, "Exit codes");
+    CHECK_STR_HAS(o.out, "add_gemma_rmsnorm"); /* the norm ops, their shape and eps */
+    CHECK_STR_HAS(o.out, "TxH");
+    CHECK_STR_HAS(o.out, "--eps");
     cli_run("--version", &o);
     CHECK_EQ_INT(o.code, 0);
     CHECK_STR_HAS(o.out, AT_TUNER_VERSION);
@@ -55,6 +58,21 @@ static void bad_arguments_exit_2(void)
         {"--op gemv --shape 1x64x64 --dry-run --arch sm_xx", "--arch", 2},
         {"--op gemv --shape 1x64x64 --arch sm_90", "--arch applies to --dry-run", 2},
         {"--op gemv --shape 1x64x64 --dry-run --spec /nonexistent/gemv.lua", "/nonexistent/gemv.lua", 3},
+        /* the norm ops: TxH shapes, eps */
+        {"--op rmsnorm", "--shape 1x2048", 2},
+        {"--op add_rmsnorm --shape 1x2048x8192", "takes a TxH shape", 2},
+        {"--op gemv --shape 1x2048", "takes an MxKxN shape", 2},
+        {"--op rmsnorm --shape 1x2048x8192x2", "TxH with 2 dimensions", 2},
+        {"--op rmsnorm --shape 0x2048", "at least 1", 2},
+        {"--op gemma_rmsnorm --shape 1x2048 --eps -1e-6", "--eps: '-1e-6'", 2},
+        {"--op gemma_rmsnorm --shape 1x2048 --eps 0", "--eps: '0'", 2},
+        {"--op gemma_rmsnorm --shape 1x2048 --eps 2", "--eps: '2'", 2},
+        {"--op gemma_rmsnorm --shape 1x2048 --eps abc", "--eps: 'abc'", 2},
+        {"--op gemma_rmsnorm --shape 1x2048 --eps nan", "--eps: 'nan'", 2},
+        {"--op gemma_rmsnorm --shape 1x2048 --eps 1e-50", "--eps: '1e-50'", 2},
+        {"--op rmsnorm --shape 1x2048 --eps", "--eps needs a value", 2},
+        {"--op gemv --shape 1x64x64 --eps 1e-6", "--eps applies to the norm ops", 2},
+        {"--op rmsnorm --shape 1x2048 --dry-run --spec search/add_rmsnorm.lua", "not 'rmsnorm'", 2},
         {"--op gemv --shape 1x64x64 --dry-run --spec tests/fixtures/spec_broken_template.lua "
          "--templates /nonexistent", "/nonexistent", 9},
     };
@@ -105,6 +123,32 @@ static void dry_run_needs_no_gpu(void)
     CHECK_STR_HAS(o.out, "\"arch\":89");
     CHECK_STR_HAS(o.out, "\"compiled\":1,\"compile_failed\":1");
     CHECK_STR_HAS(o.out, "\"state\":\"compile-fail\"");
+}
+
+/* A norm op through the CLI without a GPU: spec, pruning with reasons,
+** every candidate compiled, both baselines named in the JSON. */
+static void add_rmsnorm_1x2048_dry_run(void)
+{
+    static cli_out o;
+    cli_run("--op add_rmsnorm --shape 1x2048 --dry-run --arch sm_90 --quiet", &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "candidates");
+    CHECK_STR_HAS(o.out, "(0 failed)");
+    CHECK_STR_HAS(o.out, "widest_vec: H allows TP_VEC=8"); /* a prune reason by name */
+    CHECK_STR_HAS(o.out, "block_row");
+    CHECK_STR_HAS(o.out, "split_row"); /* sm_90: clusters */
+    CHECK_STR_HAS(o.out, "TP_OP=1");
+    CHECK_STR_HAS(o.out, "regs");
+    cli_run("--op add_rmsnorm --shape 1x2048 --dry-run --arch 89 --eps 1e-5 --json", &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "\"op\":\"add_rmsnorm\"");
+    CHECK_STR_HAS(o.out, "\"shape\":\"1x2048\"");
+    CHECK_STR_HAS(o.out, "\"compile_failed\":0");
+    CHECK_STR_HAS(o.out, "\"bytes\":20480"); /* x, residual, y, z of 2048 bf16 + w */
+    CHECK_STR_HAS(o.out, "\"eps\":1e-05");
+    CHECK_STR_HAS(o.out, "\"baseline\":{\"name\":\"norm_naive\"");
+    CHECK_STR_HAS(o.out, "{\"name\":\"unfused\"");
+    CHECK_STR_HAS(o.out, "clusters_need_sm90"); /* sm_89: split_row pruned, by name */
 }
 
 /* The cache key covers the templates: editing one changes key_sha, so a
@@ -175,6 +219,10 @@ static void real_run_without_gpu_says_so(void)
     cli_run("--op gemv --shape 1x2048x8192 --json --db /tmp/at_cli_nogpu.db", &o);
     CHECK_EQ_INT(o.code, 4);
     CHECK_STR_HAS(o.out, "\"status\":4");
+    cli_run("--op add_gemma_rmsnorm --shape 1x2048 --db /tmp/at_cli_nogpu.db", &o);
+    CHECK_EQ_INT(o.code, 4);
+    CHECK_STR_HAS(o.err, "GPU");
+    CHECK(access("/tmp/at_cli_nogpu.db", F_OK) != 0);
 }
 
 int main(void)
@@ -183,6 +231,7 @@ int main(void)
     TT_RUN(bad_arguments_exit_2);
     TT_RUN(spec_for_another_op_is_refused);
     TT_RUN(dry_run_needs_no_gpu);
+    TT_RUN(add_rmsnorm_1x2048_dry_run);
     TT_RUN(template_edit_changes_the_cache_key);
     TT_RUN(ctrl_c_stops_cleanly);
     TT_RUN(real_run_without_gpu_says_so);

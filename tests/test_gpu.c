@@ -3,7 +3,11 @@
 ** one): every candidate of the default GEMV space is correct on awkward
 ** shapes (K and N not multiples of any tile, narrow vectors, M > 1, fp16);
 ** the gate rejects planted bugs; an end-to-end tune, its cached rerun and
-** --force through the CLI; an unwritable cache is a clean error.
+** --force through the CLI; an unwritable cache is a clean error. The same
+** for the RMSNorm family: every candidate of each op (and both baselines)
+** correct on awkward TxH shapes, odd H, the residual output z checked,
+** fp32 Gemma weights; planted bugs (z not written) rejected; a CLI tune.
+** The norm tests were written without a GPU and have not run on one yet.
 */
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -67,16 +71,22 @@ static int gpu_present(void)
 
 static char db_path[256];
 
-static int tune(const char *shape, at_dtype dtype, const char *spec, const char *tpl, at_search_result *res)
+static int tune_op(const char *op, const char *shape, at_dtype dtype, const char *spec, const char *tpl,
+                   int verify_only, at_search_result *res)
 {
-    at_search_opts o = {.op = "gemv", .dtype = dtype, .spec_path = spec, .templates_root = tpl,
-                        .db_path = db_path, .reps = 5, .force = 1};
-    int rc = at_shape_parse(shape, 3, &o.shape);
+    at_search_opts o = {.op = op, .dtype = dtype, .spec_path = spec, .templates_root = tpl,
+                        .db_path = db_path, .reps = 5, .force = 1, .verify_only = verify_only};
+    int rc = at_shape_parse(shape, strcmp(op, "gemv") == 0 ? 3 : 2, &o.shape);
     if (rc == AT_OK)
         rc = at_search_run(&o, res);
     if (rc != AT_OK)
         fprintf(stderr, "  %s: %s\n", shape, at_errmsg());
     return rc;
+}
+
+static int tune(const char *shape, at_dtype dtype, const char *spec, const char *tpl, at_search_result *res)
+{
+    return tune_op("gemv", shape, dtype, spec, tpl, 0, res);
 }
 
 static void all_correct(const char *shape, at_dtype dtype)
@@ -207,6 +217,180 @@ static void unwritable_cache_is_a_clean_error(void)
     remove("/tmp/at_not_sqlite.db");
 }
 
+/* ------------------------------------------------------------ norms */
+
+/* Every candidate of `op` (spec `spec`) and both baselines pass the gate
+** on shape (TxH): y against the fp64 reference, z bit for bit (add ops).
+** Verification only (no timing): the CLI test below times. */
+static void norm_all_correct(const char *op, const char *spec, const char *shape, at_dtype dtype)
+{
+    at_search_result res;
+    int rc = tune_op(op, shape, dtype, spec, "templates", 1, &res);
+    CHECK_EQ_INT(rc, AT_OK); /* a wrong baseline is AT_ERR_HARNESS here */
+    CHECK(res.ncompiled > 0);
+    CHECK_EQ_INT(res.ncompile_failed, 0);
+    CHECK_EQ_INT(res.nwrong, 0);
+    CHECK_EQ_INT(res.ncrashed, 0);
+    CHECK_EQ_INT(res.ncorrect, res.ncompiled);
+    int strat[3] = {0, 0, 0};
+    for (int i = 0; i < res.nrows; i++) {
+        const at_trial *t = &res.rows[i].trial;
+        if (t->state == AT_TRIAL_WRONG || t->state == AT_TRIAL_CRASHED)
+            fprintf(stderr, "  %s %s: %s %s %s: %s\n", op, shape, at_trial_state_name(t->state), t->strategy,
+                    t->params, t->reason);
+        if (t->state == AT_TRIAL_OK)
+            strat[res.rows[i].cand.strategy % 3]++;
+    }
+    printf("  %-17s %-9s %s: %d correct of %d compiled (warp_rows %d, block_row %d, split_row %d), "
+           "%d copies in %d graph(s)\n",
+           op, shape, at_dtype_name(dtype), res.ncorrect, res.ncompiled, strat[0], strat[1], strat[2], res.copies,
+           res.groups);
+    at_search_result_free(&res);
+}
+
+static void norm_rmsnorm_every_candidate_correct(void)
+{
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    norm_all_correct("rmsnorm", "search/rmsnorm.lua", "1x2048", AT_BF16);
+    norm_all_correct("rmsnorm", "search/rmsnorm.lua", "3x2050", AT_BF16); /* TP_VEC = 2 */
+    norm_all_correct("rmsnorm", "search/rmsnorm.lua", "4096x8192", AT_BF16);
+    norm_all_correct("rmsnorm", "search/rmsnorm.lua", "16x2560", AT_FP16);
+}
+
+static void norm_add_rmsnorm_every_candidate_correct(void)
+{
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    norm_all_correct("add_rmsnorm", "search/add_rmsnorm.lua", "1x8192", AT_BF16);
+    norm_all_correct("add_rmsnorm", "search/add_rmsnorm.lua", "3x2050", AT_BF16);
+    norm_all_correct("add_rmsnorm", "search/add_rmsnorm.lua", "5x2051", AT_FP16); /* TP_VEC = 1 */
+    norm_all_correct("add_rmsnorm", "search/add_rmsnorm.lua", "4096x4096", AT_BF16);
+}
+
+static void norm_gemma_rmsnorm_every_candidate_correct(void)
+{
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    norm_all_correct("gemma_rmsnorm", "search/gemma_rmsnorm.lua", "16x4096", AT_BF16);
+    norm_all_correct("gemma_rmsnorm", "search/gemma_rmsnorm.lua", "1x2560", AT_FP16);
+    norm_all_correct("gemma_rmsnorm", "search/gemma_rmsnorm.lua", "3x2050", AT_BF16);
+}
+
+static void norm_add_gemma_rmsnorm_every_candidate_correct(void)
+{
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    norm_all_correct("add_gemma_rmsnorm", "search/add_gemma_rmsnorm.lua", "3x2050", AT_BF16);
+    norm_all_correct("add_gemma_rmsnorm", "search/add_gemma_rmsnorm.lua", "1x2048", AT_FP16);
+    norm_all_correct("add_gemma_rmsnorm", "search/add_gemma_rmsnorm.lua", "4096x2048", AT_BF16);
+}
+
+/* The Gemma specs with fp32 weights (TP_WFP32 = 1 on their [NORM_OP] line). */
+static void norm_gemma_fp32_weights_correct(void)
+{
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    static const char *const ops[2] = {"gemma_rmsnorm", "add_gemma_rmsnorm"};
+    for (int i = 0; i < 2; i++) {
+        char from[64], path[64], buf[1 << 16];
+        snprintf(from, sizeof from, "search/%s.lua", ops[i]);
+        snprintf(path, sizeof path, "/tmp/at_gpu_w32_%d.lua", (int)getpid());
+        FILE *f = fopen(from, "rb");
+        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        if (f)
+            fclose(f);
+        buf[n] = '\0';
+        char *p = strstr(buf, ", 0 -- [NORM_OP]");
+        CHECK(p != NULL);
+        if (!p || !(f = fopen(path, "w")))
+            continue;
+        p[2] = '1';
+        fputs(buf, f);
+        fclose(f);
+        norm_all_correct(ops[i], path, "3x2050", AT_BF16);
+        norm_all_correct(ops[i], path, "1x8192", AT_BF16);
+        remove(path);
+    }
+}
+
+/* Planted bugs: two leave y right but skip (part of) the residual write z;
+** only the z check catches them. The winner is never one of them. */
+static void norm_gate_rejects_planted_bugs(void)
+{
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    at_search_result res;
+    int rc = tune_op("add_rmsnorm", "5x1000", AT_BF16, "tests/fixtures/spec_norm_bugs.lua", "tests/fixtures/templates", 0,
+                     &res);
+    CHECK_EQ_INT(rc, AT_OK);
+    CHECK_EQ_INT(res.ncompiled, 5);
+    CHECK_EQ_INT(res.ncorrect, 1);
+    CHECK_EQ_INT(res.nwrong, 4);
+    for (int i = 0; i < res.nrows; i++) {
+        const at_trial *t = &res.rows[i].trial;
+        printf("  %s: %s %s\n", t->params, at_trial_state_name(t->state), t->reason);
+        if (strstr(t->params, "TP_BUG=0"))
+            CHECK_EQ_INT(t->state, AT_TRIAL_OK);
+        else
+            CHECK_EQ_INT(t->state, AT_TRIAL_WRONG);
+        if (strstr(t->params, "TP_BUG=1") || strstr(t->params, "TP_BUG=4")) {
+            CHECK_STR_HAS(t->reason, "residual output z wrong");
+            CHECK(strstr(t->reason, "rel. error") == NULL); /* y itself was right */
+        }
+        if (strstr(t->params, "TP_BUG=4")) /* one element a row: <= 5 (z may equal r by chance) */
+            CHECK(strstr(t->reason, "at 5 of 5000 ") || strstr(t->reason, "at 4 of 5000 ") ||
+                  strstr(t->reason, "at 3 of 5000 "));
+        if (strstr(t->params, "TP_BUG=2"))
+            CHECK_STR_HAS(t->reason, "NaN"); /* the poison showed through */
+        if (strstr(t->params, "TP_BUG=3"))
+            CHECK_STR_HAS(t->reason, "rel. error");
+    }
+    CHECK(res.winner.strategy[0] != '\0');
+    CHECK(strstr(res.winner.params, "TP_BUG=0") != NULL || strcmp(res.winner.strategy, "naive") == 0);
+    CHECK(res.nbaselines == 2 && res.baselines[0].us > 0 && res.baselines[1].us > 0);
+    at_search_result_free(&res);
+}
+
+static void norm_end_to_end_then_cached_then_forced(void)
+{
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    char args[512];
+    static cli_out o;
+    snprintf(args, sizeof args, "--op add_rmsnorm --shape 1x2048 --db %s --json --quiet", db_path);
+    cli_run(args, &o);
+    if (o.code != 0)
+        fprintf(stderr, "  %s", o.err);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "\"from_cache\":false");
+    CHECK_STR_HAS(o.out, "\"winner\":{\"strategy\":");
+    CHECK_STR_HAS(o.out, "\"baseline\":{\"name\":\"norm_naive\"");
+    CHECK_STR_HAS(o.out, "{\"name\":\"unfused\"");
+    CHECK_STR_HAS(o.out, "\"eps\":1e-06");
+    cli_run(args, &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "\"from_cache\":true");
+    snprintf(args, sizeof args, "--op add_rmsnorm --shape 1x2048 --db %s --quiet", db_path);
+    cli_run(args, &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "cached");
+    CHECK_STR_HAS(o.out, "naive");
+    snprintf(args, sizeof args, "--op add_rmsnorm --shape 1x2048 --db %s --force --quiet", db_path);
+    cli_run(args, &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "vs naive");
+    CHECK_STR_HAS(o.out, "vs unfused");
+    CHECK_STR_HAS(o.out, "cold inputs");
+    CHECK_STR_HAS(o.out, "stored in");
+    printf("%s", o.out);
+    /* a bigger shape, another op, fp16: the table prints */
+    snprintf(args, sizeof args, "--op gemma_rmsnorm --shape 128x4096 --dtype fp16 --db %s --quiet", db_path);
+    cli_run(args, &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "vs unfused");
+}
+
 int main(void)
 {
     snprintf(db_path, sizeof db_path, "/tmp/at_test_gpu_%d.db", (int)getpid());
@@ -217,5 +401,12 @@ int main(void)
     TT_RUN_ISOLATED(every_candidate_correct_fp16_and_m3);
     TT_RUN_ISOLATED(end_to_end_then_cached_then_forced);
     TT_RUN_ISOLATED(unwritable_cache_is_a_clean_error);
+    TT_RUN_ISOLATED(norm_gate_rejects_planted_bugs);
+    TT_RUN_ISOLATED(norm_rmsnorm_every_candidate_correct);
+    TT_RUN_ISOLATED(norm_add_rmsnorm_every_candidate_correct);
+    TT_RUN_ISOLATED(norm_gemma_rmsnorm_every_candidate_correct);
+    TT_RUN_ISOLATED(norm_add_gemma_rmsnorm_every_candidate_correct);
+    TT_RUN_ISOLATED(norm_gemma_fp32_weights_correct);
+    TT_RUN_ISOLATED(norm_end_to_end_then_cached_then_forced);
     return TT_DONE();
 }

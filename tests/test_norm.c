@@ -2,8 +2,9 @@
 ** test_norm.c — the RMSNorm family without a GPU: the fp64 reference on
 ** hand-computed cases (values and z's rounding), add_* == norm of the z it
 ** returns, the four specs (one shared body, sane launch shapes, named
-** pruning), every candidate compiling with NVRTC for sm_89 and sm_90, and
-** every baseline kernel compiling alone.
+** pruning), every candidate compiling with NVRTC for sm_89 and sm_90
+** through at_search_run's dry run (as the CLI), and every baseline kernel
+** compiling alone.
 */
 #include "autotune.h"
 #include "norm_ref.h"
@@ -13,6 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define NOPS 4
 static const char *const OPS[NOPS] = {"rmsnorm", "add_rmsnorm", "gemma_rmsnorm", "add_gemma_rmsnorm"};
@@ -327,115 +329,28 @@ static void spec_spaces_are_sane(void)
 
 /* -------------------------------------------------------------- compile */
 
-/* A dry run without at_search_run: expand, then compile every live
-** candidate, filling the same counters. Used while at_search_run only takes
-** MxKxN shapes (it refuses TxH before the GPU side of norms is wired). */
-static int dry_run_local(at_spec *sp, const char *op, at_dtype d, at_shape shape, int arch,
-                         at_search_result *res)
-{
-    at_templates *tpl = NULL;
-    at_candidate *c = NULL;
-    at_compile_job *jobs = NULL;
-    int *idx = NULL, n = 0, nj = 0, rc;
-    at_problem pb = {op, d, shape, arch, 0};
-    memset(res, 0, sizeof *res);
-    res->dry_run = 1;
-    res->arch = arch;
-    if ((rc = at_templates_open("templates", &tpl)) != AT_OK ||
-        (rc = at_spec_bytes(sp, &pb, &res->bytes)) != AT_OK ||
-        (rc = at_spec_expand(sp, &pb, &c, &n)) != AT_OK)
-        goto done;
-    res->rows = calloc((size_t)n, sizeof *res->rows);
-    jobs = calloc((size_t)n, sizeof *jobs);
-    idx = calloc((size_t)n, sizeof *idx);
-    if (!res->rows || !jobs || !idx) {
-        rc = at_fail(AT_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    res->nrows = res->ncand = n;
-    for (int i = 0; i < n; i++) {
-        at_search_row *row = &res->rows[i];
-        row->cand = c[i];
-        snprintf(row->trial.strategy, sizeof row->trial.strategy, "%s",
-                 at_spec_strategy_name(sp, c[i].strategy));
-        at_candidate_params_string(&c[i], row->trial.params, sizeof row->trial.params);
-        if (c[i].pruned_by[0]) {
-            row->trial.state = AT_TRIAL_PRUNED;
-            snprintf(row->trial.reason, sizeof row->trial.reason, "%s%s%s", c[i].pruned_by,
-                     c[i].prune_reason[0] ? ": " : "", c[i].prune_reason);
-            res->npruned++;
-            continue;
-        }
-        at_compile_job *j = &jobs[nj];
-        j->tpl = tpl;
-        j->name = at_spec_strategy_template(sp, c[i].strategy);
-        if ((rc = at_templates_source(tpl, j->name, &j->source)) != AT_OK)
-            goto done;
-        j->arch = arch;
-        j->dtype = d;
-        size_t len = 0;
-        for (int p = 0; p < c[i].nparams; p++)
-            len += (size_t)snprintf(j->options + len, sizeof j->options - len, "%s-D%s=%lld", p ? " " : "",
-                                    c[i].params[p].name, (long long)c[i].params[p].value);
-        idx[nj++] = i;
-    }
-    rc = at_nvrtc_compile_all(jobs, nj, 0, NULL, NULL);
-    for (int k = 0; k < nj; k++) {
-        at_trial *t = &res->rows[idx[k]].trial;
-        t->regs = jobs[k].regs;
-        t->spill_bytes = jobs[k].spill_bytes;
-        res->t_compile += jobs[k].seconds;
-        if (jobs[k].ok) {
-            res->ncompiled++;
-            res->nspills += jobs[k].spill_bytes > 0;
-        } else {
-            res->ncompile_failed++;
-            t->state = AT_TRIAL_COMPILE_FAIL;
-            const char *e = jobs[k].log ? strstr(jobs[k].log, "error") : NULL;
-            snprintf(t->reason, sizeof t->reason, "%.200s", e ? e : "compile failed");
-        }
-        at_compile_job_clear(&jobs[k]);
-    }
-done:
-    free(c);
-    free(jobs);
-    free(idx);
-    at_templates_free(tpl);
-    return rc;
-}
-
-static int search_takes_txh = -1; /* -1 unknown, 0 refuses TxH, 1 takes it */
-
-/* at_search_run with dry_run = 1 where it takes a TxH shape, else the
-** same through the public API (dry_run_local). */
-static int dry_run(int op, at_dtype d, const char *shape, int arch, at_search_result *res)
+/* at_search_run's dry run for op on the spec at `spec` (TxH shape):
+** expand, prune, compile every live candidate, as the CLI does. */
+static int dry_run_spec(int op, const char *spec, at_dtype d, const char *shape, int arch, at_search_result *res)
 {
     at_search_opts o = {.op = OPS[op],
                         .dtype = d,
-                        .spec_path = SPECS[op],
+                        .spec_path = spec,
                         .templates_root = "templates",
                         .arch = arch,
                         .dry_run = 1,
                         .reps = 7};
     int rc = at_shape_parse(shape, 2, &o.shape);
-    if (rc != AT_OK)
+    if (rc != AT_OK) {
+        memset(res, 0, sizeof *res);
         return rc;
-    if (search_takes_txh != 0) {
-        rc = at_search_run(&o, res);
-        if (!(rc == AT_ERR_USAGE && strstr(at_errmsg(), "MxKxN"))) {
-            search_takes_txh = 1;
-            return rc;
-        }
-        at_search_result_free(res);
-        search_takes_txh = 0;
-        printf("  note: at_search_run refuses TxH shapes (\"%s\"); compiling through the public API\n",
-               at_errmsg());
     }
-    at_spec *sp = NULL;
-    if ((rc = at_spec_load(SPECS[op], &sp)) == AT_OK)
-        rc = dry_run_local(sp, OPS[op], d, o.shape, arch, res);
-    at_spec_free(sp);
-    return rc;
+    return at_search_run(&o, res);
+}
+
+static int dry_run(int op, at_dtype d, const char *shape, int arch, at_search_result *res)
+{
+    return dry_run_spec(op, SPECS[op], d, shape, arch, res);
 }
 
 /* Every live candidate compiled, none failed, none spilled, every pruned
@@ -508,37 +423,46 @@ static void fp16_compiles(void)
     }
 }
 
-/* The Gemma specs with TP_WFP32 = 1 (fp32 weights): same space, fp32 loads. */
+/* The Gemma specs with TP_WFP32 = 1 (fp32 weights): same space, fp32
+** loads, fp32 w in the bytes, and the key's options say so. */
 static void gemma_fp32_weights_compile(void)
 {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/at_test_norm_w32_%d.lua", (int)getpid());
     for (int op = 2; op < NOPS; op++) {
         char *src = slurp(SPECS[op]), *p = src ? strstr(src, ", 0 -- [NORM_OP]") : NULL;
+        FILE *f = NULL;
         CHECK(p != NULL);
-        if (!p) {
-            free(src);
-            continue;
+        if (p) {
+            p[2] = '1';
+            f = fopen(path, "w");
         }
-        p[2] = '1';
-        at_spec *sp = NULL;
-        CHECK_EQ_INT(at_spec_load_string(src, SPECS[op], &sp), AT_OK);
-        for (int a = 0; sp && a < 2; a++) {
+        CHECK(f != NULL);
+        if (f) {
+            fputs(src, f);
+            fclose(f);
+        }
+        free(src);
+        if (!f)
+            continue;
+        for (int a = 0; a < 2; a++) {
             const char *shape = a ? "3x2050" : "1x2048";
             at_shape sh;
             at_search_result res;
             CHECK_EQ_INT(at_shape_parse(shape, 2, &sh), AT_OK);
-            int rc = dry_run_local(sp, OPS[op], AT_BF16, sh, a ? 90 : 89, &res);
+            int rc = dry_run_spec(op, path, AT_BF16, shape, a ? 90 : 89, &res);
             double bytes = res.bytes;
             char what[48];
             snprintf(what, sizeof what, "%s w32", OPS[op]);
             total_compiled += check_result(what, shape, a ? 90 : 89, rc, &res);
             CHECK(bytes == (double)(((op & 1) ? 4 : 2) * sh.M * sh.K * 2 + sh.K * 4));
+            CHECK_STR_HAS(res.key.options, "-DTP_WFP32=1");
             for (int i = 0; i < res.nrows; i++)
                 CHECK_STR_HAS(res.rows[i].trial.params, "TP_WFP32=1");
             at_search_result_free(&res);
         }
-        at_spec_free(sp);
-        free(src);
     }
+    remove(path);
 }
 
 /* Every baseline file compiles alone (NVRTC, no -D but the ones listed). */

@@ -846,6 +846,33 @@ static void test_error_objects_and_long_texts(void)
     free(big);
 }
 
+
+/* search_strategy: the timing phase's default strategy, checked at load. */
+static void test_search_strategy_field(void)
+{
+    at_spec *sp = NULL;
+    const char *base = "return { op = 'gemv', search_strategy = %s, bytes = print, strategies = { { name = 's', "
+                       "kernel = 's', template = 'a.cu', params = {}, grid = print, block = print } } }";
+    char src[512];
+    snprintf(src, sizeof src, base, "'halving'");
+    CHECK_EQ_INT(at_spec_load_string(src, "fixture", &sp), AT_OK);
+    CHECK(sp && at_spec_search_strategy(sp) && strcmp(at_spec_search_strategy(sp), "halving") == 0);
+    at_spec_free(sp);
+    sp = NULL;
+    snprintf(src, sizeof src, base, "nil");
+    CHECK_EQ_INT(at_spec_load_string(src, "fixture", &sp), AT_OK);
+    CHECK(sp && at_spec_search_strategy(sp) == NULL);
+    at_spec_free(sp);
+    CHECK(at_spec_search_strategy(NULL) == NULL);
+    snprintf(src, sizeof src, base, "'greedy'");
+    CHECK_EQ_INT(load_status(src), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture: search_strategy must be one of");
+    CHECK_STR_HAS(at_errmsg(), "'greedy'");
+    snprintf(src, sizeof src, base, "3");
+    CHECK_EQ_INT(load_status(src), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "(got 3)");
+}
+
 int main(void)
 {
     TT_RUN(test_good_fixture_loads_with_names);
@@ -882,5 +909,6 @@ int main(void)
     TT_RUN(test_whole_expansion_budget);
     TT_RUN(test_load_stops_at_the_space_cap);
     TT_RUN(test_error_objects_and_long_texts);
+    TT_RUN(test_search_strategy_field);
     return TT_DONE();
 }

@@ -458,6 +458,11 @@ static void test_c_header(void)
     CHECK_STR_HAS(text, "#include <stddef.h>");
     CHECK_STR_HAS(text, "#ifndef ATK_EXPORTED_TABLE_H");
     CHECK_STR_HAS(text, "\\077\\077="); /* no trigraph left in a literal */
+    /* layout 2: the entries' template and the shared headers are embedded */
+    CHECK_STR_HAS(text, "#ifndef ATK_TABLE_TYPES_V2");
+    CHECK_STR_HAS(text, "{.name = \"gemv/gemv_warp_row.cu\", .text = (const char *)atk_source_0");
+    CHECK_STR_HAS(text, "{.name = \"common/vec.cuh\"");
+    CHECK_STR_HAS(text, ".source = 0,");
     free(text);
     snprintf(cmd, sizeof cmd, "gcc -std=c11 -Wall -Wextra -Werror -x c -c %s -o %s/hdr.o", hdr, tmpdir);
     CHECK_EQ_INT(run_cmd(cmd), 0);

@@ -129,6 +129,10 @@ int at_spec_load_string(const char *source, const char *chunkname, at_spec **out
 void at_spec_free(at_spec *spec); /* NULL is a no-op */
 
 const char *at_spec_op(const at_spec *spec);
+/* The spec's search_strategy field ("exhaustive", "random", "anneal" or
+** "halving", checked at load): how the timing phase searches the space
+** unless --strategy overrides it; NULL when the spec does not say. */
+const char *at_spec_search_strategy(const at_spec *spec);
 /* Lower-case hex sha256 of the spec's source text, as loaded. */
 const char *at_spec_sha256(const at_spec *spec);
 int at_spec_nstrategies(const at_spec *spec);
@@ -341,6 +345,16 @@ typedef struct at_search_opts {
     int threads;                /* compile threads, 0 = all cores */
     int progress;               /* live progress lines on stderr */
     volatile int *interrupt;    /* set asynchronously (SIGINT): stop soon */
+    /* The timing phase's search (strategy.h), from --effort, --strategy and
+    ** --budget; validated by the CLI. Not yet read by search.c. */
+    const char *effort;   /* "quick" | "normal" | "patient" | "exhaustive"; NULL: not
+                             given ("normal") */
+    const char *strategy; /* "exhaustive" | "random" | "anneal" | "halving"; NULL: the
+                             effort's if one was given, else the spec's
+                             search_strategy, else the effort's (normal: halving) */
+    int budget;           /* > 0: replaces the effort's budget; 0: the effort's */
+    double eps;                 /* norm ops: added to mean(x^2); 0 = 1e-6 */
+    int verify_only;            /* stop after the correctness gate (tests): no timing, no winner */
 } at_search_opts;
 
 /* One candidate as the run saw it. */
@@ -351,6 +365,18 @@ typedef struct at_search_row {
     double ratio;        /* baseline µs / µs */
     int final;           /* re-timed in the final round */
 } at_search_row;
+
+/* One baseline contestant as the run timed it. Baseline 0 is the one the
+** winner rule compares with (cuBLAS for gemv, the naive fused kernel for the
+** norms); the others are shown beside it (the unfused chain). */
+#define AT_MAX_BASELINES 4
+typedef struct at_search_baseline {
+    char strategy[AT_NAME_LEN]; /* "cublas", "naive", "unfused" */
+    char label[24];             /* table column: "vs cuBLAS" */
+    char what[128];             /* params column */
+    char json_name[AT_NAME_LEN];/* "cublasGemmEx", "norm_naive" */
+    double us, us_min, us_max, stream_us, gbps;
+} at_search_baseline;
 
 typedef struct at_search_result {
     at_device_info dev;
@@ -373,6 +399,11 @@ typedef struct at_search_result {
     at_winner winner;    /* stored answer (cubin owned) */
     double base_us, base_min, base_max, base_stream_us;
     double t_compile, t_verify, t_time, t_total; /* seconds */
+    /* added with the op table (issue 3) */
+    int nbaselines;      /* baselines[0] mirrors base_us ... */
+    at_search_baseline baselines[AT_MAX_BASELINES];
+    int groups;          /* graphs the copies are split over (1: one graph holds them all) */
+    double eps;          /* norm ops: the eps used; 0 for other ops */
 } at_search_result;
 
 /* Runs the whole pipeline: spec -> candidates -> NVRTC -> correctness gate

@@ -1,7 +1,7 @@
 /*
-** bench.c — how the tuner measures (DESIGN.md, "How we measure"): launches
-** are captured in a CUDA graph that cycles over enough weight copies to
-** defeat L2, one event pair around each replay; the baseline is timed in
+** bench.c — how the tuner measures (DESIGN.md, "How we measure"): calls
+** are captured in a CUDA graph that cycles over enough copies of the data
+** to defeat L2, one event pair around each replay; the baseline is timed in
 ** the same process; the ceilings every figure is read against come from here.
 */
 #include "bench.h"
@@ -10,40 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int at_launch_gemv(at_gpu *g, const at_launch *l, CUdeviceptr W)
-{
-    if (!l->fn) {
-        /* cuBLAS is column-major: y^T[N,M] = W[N,K] . x^T[K,M], W stored as
-        ** a K x N column-major matrix (lda = K), hence OP_T on it. */
-        const float one = 1.0f, zero = 0.0f;
-        cudaDataType t = l->dtype == AT_FP16 ? CUDA_R_16F : CUDA_R_16BF;
-        return at_gpu_check_blas(cublasGemmEx(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, l->N, l->M, l->K,
-                                              &one, (const void *)W, t, l->K, (const void *)l->x, t,
-                                              l->K, &zero, (void *)l->y, t, l->N,
-                                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                                 "cublasGemmEx");
-    }
-    CUdeviceptr x = l->x, w = W, y = l->y;
-    int M = l->M, K = l->K, N = l->N;
-    void *args[] = {&x, &w, &y, &M, &K, &N};
-    if (l->pdl) {
-        /* may start while the previous kernel drains; the kernel waits
-        ** (griddepcontrol.wait) before it reads x or writes y */
-        CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
-        attr.value.programmaticStreamSerializationAllowed = 1;
-        CUlaunchConfig cfg = {.gridDimX = l->grid[0], .gridDimY = l->grid[1], .gridDimZ = l->grid[2],
-                              .blockDimX = l->block[0], .blockDimY = l->block[1], .blockDimZ = l->block[2],
-                              .sharedMemBytes = l->smem, .hStream = g->stream, .attrs = &attr, .numAttrs = 1};
-        return at_gpu_check(g, g->cu.cuLaunchKernelEx_(&cfg, l->fn, args, NULL), "cuLaunchKernelEx");
-    }
-    return at_gpu_check(g,
-                        g->cu.cuLaunchKernel_(l->fn, l->grid[0], l->grid[1], l->grid[2], l->block[0],
-                                              l->block[1], l->block[2], l->smem, g->stream, args,
-                                              NULL),
-                        "cuLaunchKernel");
-}
-
-int at_graph_build(at_gpu *g, const at_launch *l, const CUdeviceptr *W, int copies, int launches,
+int at_graph_build(at_gpu *g, at_enqueue_fn fn, void *arg, int first, int copies, int launches,
                    at_graph *out)
 {
     CUgraph graph = NULL;
@@ -53,7 +20,7 @@ int at_graph_build(at_gpu *g, const at_launch *l, const CUdeviceptr *W, int copi
                            "cuStreamBeginCapture")) != AT_OK)
         return rc;
     for (int i = 0; i < launches && rc == AT_OK; i++)
-        rc = at_launch_gemv(g, l, W[i % copies]);
+        rc = fn(arg, (first + i) % copies);
     /* always end the capture, or the stream stays unusable */
     rc2 = at_gpu_check(g, g->cu.cuStreamEndCapture_(g->stream, &graph), "cuStreamEndCapture");
     if (rc == AT_OK)
@@ -96,17 +63,16 @@ void at_graph_free(at_gpu *g, at_graph *gr)
     gr->exec = NULL;
 }
 
-int at_stream_time(at_gpu *g, const at_launch *l, const CUdeviceptr *W, int copies, int launches,
-                   double *us)
+int at_stream_time(at_gpu *g, at_enqueue_fn fn, void *arg, int copies, int launches, double *us)
 {
     int rc;
     for (int i = 0; i < copies; i++) /* warm-up: module, instruction cache, clocks */
-        if ((rc = at_launch_gemv(g, l, W[i])) != AT_OK)
+        if ((rc = fn(arg, i)) != AT_OK)
             return rc;
     if ((rc = at_gpu_check(g, g->cu.cuEventRecord_(g->ev_start, g->stream), "cuEventRecord")) != AT_OK)
         return rc;
     for (int i = 0; i < launches; i++)
-        if ((rc = at_launch_gemv(g, l, W[i % copies])) != AT_OK)
+        if ((rc = fn(arg, i % copies)) != AT_OK)
             return rc;
     if ((rc = at_gpu_check(g, g->cu.cuEventRecord_(g->ev_stop, g->stream), "cuEventRecord")) != AT_OK)
         return rc;

@@ -1,6 +1,6 @@
 /*
-** bench.h — launching and timing on the GPU: one GEMV launch (a generated
-** kernel or cuBLAS), CUDA-graph replay over rotating weight copies, stream
+** bench.h — timing on the GPU: CUDA-graph replay of calls over rotating
+** copies of the data (what one call is, is the op's: op.h), stream
 ** back-to-back timing, and the device ceilings. Internal to the tuner.
 */
 #ifndef AT_BENCH_H
@@ -8,34 +8,26 @@
 
 #include "gpu.h"
 
-/* One GEMV contestant: a loaded kernel, or cuBLAS when fn is NULL. */
-typedef struct at_launch {
-    CUfunction fn;
-    unsigned grid[3], block[3], smem;
-    int pdl; /* launch with programmatic stream serialization (TP_PDL=1) */
-    at_dtype dtype;
-    int M, K, N;
-    CUdeviceptr x, y;
-} at_launch;
+/* Enqueues one call of a contestant on copy `copy` of the rotated data, on
+** g->stream (inside a capture too). `arg` is the caller's. */
+typedef int (*at_enqueue_fn)(void *arg, int copy);
 
-/* Enqueues one y = x . W^T on g->stream. */
-int at_launch_gemv(at_gpu *g, const at_launch *l, CUdeviceptr W);
-
-/* A captured graph of `launches` launches cycling over the weight copies. */
+/* A captured graph of `launches` calls on copies first, first+1, ...
+** (modulo `copies`). */
 typedef struct at_graph {
     CUgraphExec exec;
     int launches;
 } at_graph;
 
-int at_graph_build(at_gpu *g, const at_launch *l, const CUdeviceptr *W, int copies, int launches,
+int at_graph_build(at_gpu *g, at_enqueue_fn fn, void *arg, int first, int copies, int launches,
                    at_graph *out);
 /* One replay: µs per launch. */
 int at_graph_time(at_gpu *g, at_graph *gr, double *us);
 void at_graph_free(at_gpu *g, at_graph *gr);
 
-/* Back-to-back launches on the stream (no graph): µs per launch. */
-int at_stream_time(at_gpu *g, const at_launch *l, const CUdeviceptr *W, int copies, int launches,
-                   double *us);
+/* Back-to-back calls on the stream (no graph): one warm-up call per copy,
+** then `launches` timed calls cycling over the copies: µs per call. */
+int at_stream_time(at_gpu *g, at_enqueue_fn fn, void *arg, int copies, int launches, double *us);
 
 /* Measures the read ceiling (a streaming-read kernel over a buffer of
 ** several times L2), the device-to-device copy bandwidth and an empty

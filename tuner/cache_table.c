@@ -7,7 +7,6 @@
 ** not at all, and export and show never write to the cache.
 */
 #include "cache_internal.h"
-#include "json.h"
 #include "table.h"
 
 #include <errno.h>
@@ -147,6 +146,38 @@ static int col_int(sqlite3_stmt *s, int i)
     return (int)sqlite3_column_int64(s, i);
 }
 
+/* 1 when s is valid UTF-8 (no overlong forms, surrogates or code points
+** above U+10FFFF): text the JSON writer writes as it is, so an export reads
+** back as the same bytes. (json.c has the same check for its reader; atk
+** compiles json.c under private names, so it stays static there.) */
+static int utf8_valid(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned char c = *p, lo = 0x80, hi = 0xBF;
+        size_t n = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
+                                                             : c >= 0xF0 && c <= 0xF4 ? 4
+                                                                                      : 0;
+        if (!n)
+            return 0;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F;
+        else if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+        if (n > 1 && (p[1] < lo || p[1] > hi))
+            return 0;
+        for (size_t i = 2; i < n; i++)
+            if (p[i] < 0x80 || p[i] > 0xBF)
+                return 0;
+        p += n;
+    }
+    return 1;
+}
+
 /* Column i holds an integer in lo..hi (a damaged or hand-edited cache may
 ** hold anything: 10 * cc_major + cc_minor must not overflow, and an export
 ** must read back through at_table_read_json's ranges). */
@@ -184,7 +215,7 @@ static int read_entry(at_cache *c, sqlite3_stmt *s, const at_device_info *d, at_
                           w->strategy, w->kernel, w->template_name, w->params};
     int text_ok = 1;
     for (size_t i = 0; i < sizeof text / sizeof text[0]; i++)
-        text_ok &= at_json_utf8_valid(text[i]);
+        text_ok &= utf8_valid(text[i]);
     at_shape shape;
     char canon[64];
     if (text_ok && at_shape_parse(k->shape, 3, &shape) != AT_OK && at_shape_parse(k->shape, 2, &shape) != AT_OK)
@@ -232,7 +263,7 @@ static int read_entry(at_cache *c, sqlite3_stmt *s, const at_device_info *d, at_
 static int read_device_row(at_cache *c, sqlite3_stmt *s, at_device_info *d)
 {
     int st = COL_TEXT(c, s, 0, d->name);
-    if (st == AT_OK && (!d->name[0] || !at_json_utf8_valid(d->name) || !in_range(s, 1, 1, 99) || !in_range(s, 2, 0, 9) ||
+    if (st == AT_OK && (!d->name[0] || !utf8_valid(d->name) || !in_range(s, 1, 1, 99) || !in_range(s, 2, 0, 9) ||
                         !in_range(s, 3, 0, 1000000) || !in_range(s, 4, 0, LLONG_MAX) ||
                         !in_range(s, 5, 0, LLONG_MAX) || !in_range(s, 6, 0, INT_MAX) ||
                         !in_range(s, 7, 0, 1000) || !in_range(s, 8, 0, 1000)))

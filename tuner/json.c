@@ -545,20 +545,6 @@ const char *at_json_type_name(at_json_type t)
     return "unknown";
 }
 
-int at_json_utf8_valid(const char *s)
-{
-    size_t left = strlen(s);
-    const unsigned char *p = (const unsigned char *)s;
-    while (left) {
-        size_t n = utf8_seq(p, left);
-        if (!n)
-            return 0;
-        p += n;
-        left -= n;
-    }
-    return 1;
-}
-
 /* ---------------------------------------------------------------- writers */
 
 /* Control characters are escaped; a byte that is not valid UTF-8 becomes

@@ -96,11 +96,6 @@ void at_json_write_string(FILE *f, const char *s);
 ** neither). buf needs 32 bytes. */
 void at_json_format_number(double v, char *buf, size_t len);
 
-/* 1 when the NUL-terminated s is valid UTF-8 (no overlong forms, no
-** surrogates, nothing above U+10FFFF): text that at_json_write_string
-** writes as it is, so it reads back as the same bytes. */
-int at_json_utf8_valid(const char *s);
-
 /* Standard base64 (RFC 4648, padded, one line) of data[0..n) to f. */
 void at_json_write_base64(FILE *f, const void *data, size_t n);
 /* Strict decoding of s[0..len): padded, no whitespace, no bits set in the

@@ -4,9 +4,13 @@
 ** exit code is an at_status (listed in --help).
 */
 #include "autotune.h"
+#include "op.h"
+#include "strategy.h"
+#include "suite.h"
 #include "table.h"
 
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,17 +35,25 @@ static void usage(FILE *f)
 {
     fputs(
         "usage: autotune --op OP --shape SHAPE [options]\n"
+        "       autotune --suite FILE [--only OPS] [--devices LIST|all] [options]\n"
         "\n"
         "Tunes one CUDA kernel for one decode shape on this GPU: expands the op's\n"
         "templates over the search space of its Lua spec, compiles every candidate\n"
         "with NVRTC, rejects wrong ones against an fp64 CPU reference, times the\n"
         "rest against cuBLAS with cold weights in CUDA-graph replay, and stores the\n"
         "winner in a SQLite cache. A rerun answers from the cache.\n"
+        "The norm ops are timed against a naive fused kernel (the stored answer\n"
+        "unless a tuned one beats it) and the unfused eager chain, on cold inputs.\n"
         "\n"
-        "  --op OP          gemv\n"
+        "  --op OP          gemv, rmsnorm, add_rmsnorm, gemma_rmsnorm, add_gemma_rmsnorm\n"
         "  --shape SHAPE    MxKxN for gemv: M tokens, K inputs, N outputs,\n"
         "                   y[M,N] = x[M,K] . W[N,K]^T (W row-major, as nn.Linear)\n"
+        "                   TxH for the norm ops: T tokens, H hidden;\n"
+        "                   y = x * rsqrt(mean(x^2) + eps) * w (gemma: * (1 + w));\n"
+        "                   add_*: z = x + residual is written back into residual\n"
+        "                   and normalized\n"
         "  --dtype T        bf16 (default) or fp16; accumulation is fp32\n"
+        "  --eps E          norm ops: eps, a number in (0, 1] (default 1e-6)\n"
         "  --spec FILE      search spec (default: search/OP.lua)\n"
         "  --templates DIR  template folder (default: templates/ beside the specs)\n"
         "  --db FILE        cache (default: $XDG_CACHE_HOME/autotune/tune.db,\n"
@@ -58,6 +70,23 @@ static void usage(FILE *f)
         "  --top N          rows of the table to print (default 10; -1 all)\n"
         "  --json           print one JSON document instead of the table\n"
         "  --quiet          no progress lines\n"
+        "  --effort E       quick, normal (default), patient or exhaustive: how much\n"
+        "                   of the space the timing phase measures, and how long\n"
+        "  --strategy S     exhaustive, random, anneal or halving (default: the\n"
+        "                   --effort's if given, else the spec's search_strategy,\n"
+        "                   else the effort's)\n"
+        "  --budget N       candidates the strategy may measure (default: the effort's)\n"
+        "                   (effort, strategy, budget: parsed; the timing phase does not\n"
+        "                   use them yet)\n"
+        "\n"
+        "Suites (a model's ops and shapes in one Lua file, search/models/*.lua):\n"
+        "  --suite FILE     tune every entry of FILE, resumably (a rerun answers\n"
+        "                   finished entries from the cache), then print a summary\n"
+        "                   (--json: one document for the whole suite)\n"
+        "  --only OPS       only the entries of these ops (comma-separated)\n"
+        "  --devices LIST   GPUs to spread the entries over, one worker each:\n"
+        "                   0,1,... or all (default: --device); GPUs of the same\n"
+        "                   model share results through the cache\n"
         "  --help, --version\n"
         "\n"
         "Subcommands (autotune SUBCOMMAND --help for their options):\n"
@@ -104,14 +133,14 @@ static int find_home(char *buf, size_t len)
     snprintf(cand[n++], sizeof cand[0], "%s", AT_SOURCE_DIR);
     snprintf(cand[n++], sizeof cand[0], ".");
     for (int i = 0; i < n; i++) {
-        snprintf(probe, sizeof probe, "%s/templates/common", cand[i]);
+        snprintf(probe, sizeof probe, "%.*s/templates/common", PATH_MAX, cand[i]);
         if (!is_dir(probe))
             continue;
-        snprintf(probe, sizeof probe, "%s/search", cand[i]);
+        snprintf(probe, sizeof probe, "%.*s/search", PATH_MAX, cand[i]);
         if (!is_dir(probe))
             continue;
         char real[PATH_MAX];
-        snprintf(buf, len, "%s", realpath(cand[i], real) ? real : cand[i]);
+        snprintf(buf, len, "%.*s", PATH_MAX - 1, realpath(cand[i], real) ? real : cand[i]);
         return AT_OK;
     }
     return at_fail(AT_ERR_USAGE, "cannot find the search/ and templates/ folders; set AUTOTUNE_HOME "
@@ -142,7 +171,28 @@ static int parse_arch(const char *v, int *out)
     return AT_OK;
 }
 
-static const char *const known_ops[] = {"gemv", NULL};
+/* "--eps": a finite number in (0, 1] that stays positive as a float. */
+static int parse_eps(const char *v, double *out)
+{
+    char *end;
+    double x;
+    if (!v)
+        return at_fail(AT_ERR_USAGE, "--eps needs a value");
+    x = strtod(v, &end);
+    if (*v == '\0' || *end != '\0' || !isfinite(x) || !(x > 0.0 && x <= 1.0) || !((float)x > 0.0f))
+        return at_fail(AT_ERR_USAGE, "--eps: '%s' is not a number in (0, 1], e.g. 1e-6", v);
+    *out = x;
+    return AT_OK;
+}
+
+/* Dimensions in a shape's text: separators + 1. */
+static int shape_dims(const char *text)
+{
+    int n = 1;
+    for (const char *p = text; *p; p++)
+        n += *p == 'x' || *p == 'X';
+    return n;
+}
 
 static int die(int rc, int json)
 {
@@ -150,6 +200,45 @@ static int die(int rc, int json)
         printf("{\"status\":%d,\"error\":\"%s\"}\n", rc, at_errstr(rc));
     fprintf(stderr, "autotune: %s\n", at_errmsg());
     return rc;
+}
+
+/* --suite FILE: the whole-model runner (suite_run.c) with the shared options. */
+static int suite_command(at_search_opts *o, const char *suite, const char *only, const char *devices,
+                         const char *dtype, int dtype_given, const char *templates, const char *db, int json,
+                         int quiet, int one_shape_options)
+{
+    char home[PATH_MAX], tpl_buf[PATH_MAX + 64], db_buf[PATH_MAX];
+    int rc, home_rc = find_home(home, sizeof home), have_home = home_rc == AT_OK;
+    if (one_shape_options)
+        return die(at_fail(AT_ERR_USAGE, "--suite takes its ops, shapes and specs from the suite file; "
+                                         "drop --op, --shape and --spec (--only OPS filters)"),
+                   json);
+    if ((rc = at_dtype_parse(dtype, &o->dtype)) != AT_OK)
+        return die(rc, json);
+    if (o->arch && !o->dry_run)
+        return die(at_fail(AT_ERR_USAGE, "--arch applies to --dry-run; a real run tunes for the present GPU"),
+                   json);
+    if (!templates) {
+        if (!have_home)
+            return die(at_fail(home_rc, "cannot find the templates/ folder; set AUTOTUNE_HOME or pass --templates"),
+                       json);
+        snprintf(tpl_buf, sizeof tpl_buf, "%s/templates", home);
+        templates = tpl_buf;
+    }
+    if (!db && !o->dry_run) {
+        if ((rc = at_cache_default_path(db_buf, sizeof db_buf)) != AT_OK)
+            return die(rc, json);
+        db = db_buf;
+    }
+    o->templates_root = templates;
+    o->db_path = db;
+    o->progress = !quiet && isatty(2); /* stderr only: --json on stdout is unaffected */
+    o->interrupt = &interrupt_flag;
+    signal(SIGINT, on_sigint);
+    at_suite_cli c = {.base = *o, .dtype_override = dtype_given, .suite_path = suite,
+                      .home = have_home ? home : NULL, .only = only, .devices = devices, .json = json,
+                      .quiet = quiet};
+    return at_suite_main(&c);
 }
 
 int main(int argc, char **argv)
@@ -162,7 +251,8 @@ int main(int argc, char **argv)
     at_search_opts o = {.dtype = AT_BF16, .reps = 7};
     const char *shape_text = NULL, *spec = NULL, *templates = NULL, *db = NULL, *dtype = "bf16";
     char home[PATH_MAX], spec_buf[PATH_MAX + 64], tpl_buf[PATH_MAX + 64], db_buf[PATH_MAX];
-    int json = 0, quiet = 0, top = 10, rc;
+    int json = 0, quiet = 0, top = 10, rc, dtype_given = 0;
+    const char *suite = NULL, *only = NULL, *devices = NULL; /* --suite and friends */
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -181,6 +271,25 @@ int main(int argc, char **argv)
             shape_text = v;
         } else if (!strcmp(a, "--dtype")) {
             dtype = v;
+            dtype_given = 1;
+        } else if (!strcmp(a, "--suite")) {
+            suite = v;
+        } else if (!strcmp(a, "--only")) {
+            only = v;
+        } else if (!strcmp(a, "--devices")) {
+            devices = v;
+        } else if (!strcmp(a, "--effort")) {
+            at_effort e;
+            o.effort = v;
+            if (v)
+                rc = at_strategy_effort_parse(v, &e);
+        } else if (!strcmp(a, "--strategy")) {
+            at_strategy_kind k;
+            o.strategy = v;
+            if (v)
+                rc = at_strategy_parse(v, &k);
+        } else if (!strcmp(a, "--budget")) {
+            rc = parse_int(a, v, 1, 1000000, &o.budget);
         } else if (!strcmp(a, "--spec")) {
             spec = v;
         } else if (!strcmp(a, "--templates")) {
@@ -191,6 +300,8 @@ int main(int argc, char **argv)
             rc = parse_int(a, v, 0, 1023, &o.device);
         } else if (!strcmp(a, "--arch")) {
             rc = parse_arch(v, &o.arch);
+        } else if (!strcmp(a, "--eps")) {
+            rc = parse_eps(v, &o.eps);
         } else if (!strcmp(a, "--reps")) {
             rc = parse_int(a, v, 5, 1000, &o.reps);
         } else if (!strcmp(a, "--threads")) {
@@ -216,18 +327,43 @@ int main(int argc, char **argv)
             return die(rc, json);
         i += takes;
     }
+    if (suite)
+        return suite_command(&o, suite, only, devices, dtype, dtype_given, templates, db, json, quiet,
+                             o.op || shape_text || spec);
+    if (only || devices)
+        return die(at_fail(AT_ERR_USAGE, "%s applies to --suite", only ? "--only" : "--devices"), json);
     if (!o.op)
         return die(at_fail(AT_ERR_USAGE, "--op is required (see --help)"), json);
-    int known = 0;
-    for (int i = 0; known_ops[i]; i++)
-        known |= !strcmp(known_ops[i], o.op);
-    if (!known)
-        return die(at_fail(AT_ERR_USAGE, "unknown op '%s' (known: gemv)", o.op), json);
+    const at_op *op = at_op_find(o.op);
+    if (!op) {
+        char known[256] = "";
+        size_t len = 0;
+        for (int i = 0; at_op_at(i) && len < sizeof known; i++)
+            len += (size_t)snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "", at_op_at(i)->name);
+        return die(at_fail(AT_ERR_USAGE, "unknown op '%s' (known: %s)", o.op, known), json);
+    }
     if (!shape_text)
-        return die(at_fail(AT_ERR_USAGE, "--shape is required, e.g. --shape 1x2048x8192"), json);
-    if ((rc = at_dtype_parse(dtype, &o.dtype)) != AT_OK ||
-        (rc = at_shape_parse(shape_text, 3, &o.shape)) != AT_OK)
+        return die(at_fail(AT_ERR_USAGE, "--shape is required, e.g. --shape %s",
+                           op->rank == 3 ? "1x2048x8192" : "1x2048"),
+                   json);
+    if ((rc = at_dtype_parse(dtype, &o.dtype)) != AT_OK)
         return die(rc, json);
+    /* a shape of the other family: say which form this op takes */
+    if (op->rank == 2 && shape_dims(shape_text) == 3)
+        return die(at_fail(AT_ERR_USAGE,
+                           "op %s takes a TxH shape (T tokens x H hidden), e.g. 1x2048; '%s' is an MxKxN "
+                           "(gemv) shape",
+                           o.op, shape_text),
+                   json);
+    if (op->rank == 3 && shape_dims(shape_text) == 2)
+        return die(at_fail(AT_ERR_USAGE,
+                           "op %s takes an MxKxN shape, e.g. 1x2048x8192; '%s' is a TxH (norm) shape", o.op,
+                           shape_text),
+                   json);
+    if ((rc = at_shape_parse(shape_text, op->rank, &o.shape)) != AT_OK)
+        return die(rc, json);
+    if (o.eps != 0.0 && op->rank != 2)
+        return die(at_fail(AT_ERR_USAGE, "--eps applies to the norm ops, not %s", o.op), json);
     if (o.arch && !o.dry_run)
         return die(at_fail(AT_ERR_USAGE, "--arch applies to --dry-run; a real run tunes for the present GPU"),
                    json);

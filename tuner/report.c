@@ -1,12 +1,30 @@
 /*
 ** report.c — what a run prints: the human table (device and ceilings, the
-** space, how it was timed, the ranking against the baseline, the winner)
-** and the same facts as one JSON document for scripts.
+** space, how it was timed, the ranking against the baselines, the winner)
+** and the same facts as one JSON document for scripts. GEMV has one
+** baseline (cuBLAS); the norms two (naive fused, unfused chain), shown side
+** by side, the winner rule against the first.
 */
 #include "autotune.h"
 
 #include <math.h>
 #include <string.h>
+
+/* Baseline b's names; before the op filled them (an early failure), the
+** GEMV names, as the output always had. */
+static const at_search_baseline *base_desc(const at_search_result *r, int b)
+{
+    static const at_search_baseline cublas = {.strategy = "cublas", .label = "cuBLAS",
+                                              .what = "cublasGemmEx (fp32 compute)",
+                                              .json_name = "cublasGemmEx"};
+    return b < r->nbaselines ? &r->baselines[b] : &cublas;
+}
+
+/* Baselines shown beside baseline 0 (the norms' unfused chain). */
+static int nbase(const at_search_result *r)
+{
+    return r->nbaselines > 1 ? r->nbaselines : 1;
+}
 
 static double pct_ceiling(const at_search_result *r, double gbps)
 {
@@ -114,8 +132,8 @@ void at_report_text(FILE *f, const at_search_opts *o, const at_search_result *r,
     if (r->from_cache) {
         const at_winner *w = &r->winner;
         fprintf(f, "cached  %s %s %s (tuned before; --force retunes)\n", o->op, at_dtype_name(o->dtype), shape);
-        fprintf(f, "winner  %s %s  %.2f us (%.2f-%.2f), cuBLAS %.2f us, %.2fx, %.0f GB/s\n", w->strategy,
-                w->params, w->us, w->us_min, w->us_max, w->baseline_us, w->speedup,
+        fprintf(f, "winner  %s %s  %.2f us (%.2f-%.2f), %s %.2f us, %.2fx, %.0f GB/s\n", w->strategy,
+                w->params, w->us, w->us_min, w->us_max, base_desc(r, 0)->label, w->baseline_us, w->speedup,
                 w->us > 0 ? w->bytes / (w->us * 1e3) : 0.0);
         return;
     }
@@ -126,11 +144,25 @@ void at_report_text(FILE *f, const at_search_opts *o, const at_search_result *r,
         fprintf(f, "compile %.1f s on all cores for sm_%d (no GPU used)\n", r->t_compile, r->arch);
         return;
     }
-    fprintf(f, "timing  cold weights (%d copies, %.0f MiB), graph replay of %d launches, median of %d "
-               "(top %d: median of %d)\n",
-            r->copies, r->working_set_mib, r->launches, r->reps, 5, 3 * r->reps);
-    fprintf(f, "  %-4s  %-9s %-52s %8s %13s %7s %6s %6s %9s\n", "rank", "strategy", "params", "us",
-            "min-max", "stream", "GB/s", "%ceil", "vs cuBLAS");
+    if (r->nbaselines > 1) /* the norms: every input rotated, two baselines */
+        fprintf(f, "timing  cold inputs (%d copies of x%s, w, y: %.0f MiB; %d graph%s of %d launches), graph "
+                   "replay, median of %d (top %d: median of %d); eps %.7g%s\n",
+                r->copies, strstr(r->key.op, "add_") ? ", residual" : "", r->working_set_mib, r->groups,
+                r->groups == 1 ? "" : "s", r->launches, r->reps, 5, 3 * r->reps, r->eps,
+                strstr(r->key.op, "add_") ? "; residual updated in place while timed" : "");
+    else
+        fprintf(f, "timing  cold weights (%d copies, %.0f MiB), graph replay of %d launches, median of %d "
+                   "(top %d: median of %d)\n",
+                r->copies, r->working_set_mib, r->launches, r->reps, 5, 3 * r->reps);
+    char vs[32];
+    snprintf(vs, sizeof vs, "vs %s", base_desc(r, 0)->label);
+    fprintf(f, "  %-4s  %-9s %-52s %8s %13s %7s %6s %6s %9s", "rank", "strategy", "params", "us",
+            "min-max", "stream", "GB/s", "%ceil", vs);
+    for (int b = 1; b < nbase(r); b++) {
+        snprintf(vs, sizeof vs, "vs %s", base_desc(r, b)->label);
+        fprintf(f, " %10s", vs);
+    }
+    fputc('\n', f);
     int shown = 0;
     for (int i = 0; i < r->nrows; i++) {
         const at_search_row *row = &r->rows[i];
@@ -142,20 +174,29 @@ void at_report_text(FILE *f, const at_search_opts *o, const at_search_result *r,
         char stream[16] = "-";
         if (t->stream_us > 0)
             snprintf(stream, sizeof stream, "%.2f", t->stream_us);
-        fprintf(f, "  %-4d  %-9s %-52s %8.2f %6.2f-%-6.2f %7s %6.0f %5.0f%% %8.2fx%s\n", ++shown,
-                t->strategy, t->params, t->us, t->us_min, t->us_max, stream, row->gbps,
-                pct_ceiling(r, row->gbps), row->ratio, t->reason[0] ? "  (!)" : "");
+        fprintf(f, "  %-4d  %-9s %-52s %8.2f %6.2f-%-6.2f %7s %6.0f %5.0f%% %8.2fx", ++shown, t->strategy,
+                t->params, t->us, t->us_min, t->us_max, stream, row->gbps, pct_ceiling(r, row->gbps), row->ratio);
+        for (int b = 1; b < nbase(r); b++)
+            fprintf(f, " %9.2fx", r->baselines[b].us / t->us);
+        fprintf(f, "%s\n", t->reason[0] ? "  (!)" : "");
     }
-    if (r->base_us > 0) {
-        double g = r->bytes / (r->base_us * 1e3);
-        fprintf(f, "  %-4s  %-9s %-52s %8.2f %6.2f-%-6.2f %7.2f %6.0f %5.0f%% %8.2fx\n", "-", "cublas",
-                "cublasGemmEx (fp32 compute)", r->base_us, r->base_min, r->base_max, r->base_stream_us, g,
-                pct_ceiling(r, g), 1.0);
+    for (int b = 0; b < nbase(r); b++) {
+        const at_search_baseline *d = base_desc(r, b);
+        double us = b == 0 ? r->base_us : d->us, mn = b == 0 ? r->base_min : d->us_min;
+        double mx = b == 0 ? r->base_max : d->us_max, st = b == 0 ? r->base_stream_us : d->stream_us;
+        if (us <= 0)
+            continue;
+        double g = r->bytes / (us * 1e3);
+        fprintf(f, "  %-4s  %-9s %-52s %8.2f %6.2f-%-6.2f %7.2f %6.0f %5.0f%% %8.2fx", "-", d->strategy, d->what,
+                us, mn, mx, st, g, pct_ceiling(r, g), r->base_us > 0 ? r->base_us / us : 0.0);
+        for (int k = 1; k < nbase(r); k++)
+            fprintf(f, " %9.2fx", r->baselines[k].us / us);
+        fputc('\n', f);
     }
     const at_search_row *np = best_without_pdl(r);
     if (np && np != &r->rows[0])
-        fprintf(f, "  best without PDL: %s %s  %.2f us, %.2fx cuBLAS\n", np->trial.strategy, np->trial.params,
-                np->trial.us, np->ratio);
+        fprintf(f, "  best without PDL: %s %s  %.2f us, %.2fx %s\n", np->trial.strategy, np->trial.params,
+                np->trial.us, np->ratio, base_desc(r, 0)->label);
     for (int i = 0; i < r->nrows; i++)
         if (r->rows[i].trial.reason[0] && r->rows[i].trial.state == AT_TRIAL_OK)
             fprintf(f, "  (!) %s %s: %s\n", r->rows[i].trial.strategy, r->rows[i].trial.params,
@@ -176,11 +217,16 @@ void at_report_text(FILE *f, const at_search_opts *o, const at_search_result *r,
             r->t_verify, r->t_time, r->t_total);
     if (r->winner.strategy[0] && !r->interrupted) {
         const at_winner *w = &r->winner;
-        if (strcmp(w->strategy, "cublas") == 0)
-            fprintf(f, "winner  cublas (no candidate beat it beyond the noise)  stored in %s\n", db_path);
-        else
-            fprintf(f, "winner  %s %s  %.2f us, %.2fx cuBLAS  stored in %s\n", w->strategy, w->params, w->us,
-                    w->speedup, db_path);
+        if (strcmp(w->strategy, base_desc(r, 0)->strategy) == 0) {
+            fprintf(f, "winner  %s (no candidate beat it beyond the noise)", w->strategy);
+        } else {
+            fprintf(f, "winner  %s %s  %.2f us, %.2fx %s", w->strategy, w->params, w->us, w->speedup,
+                    base_desc(r, 0)->label);
+        }
+        for (int b = 1; b < nbase(r); b++)
+            if (w->us > 0)
+                fprintf(f, ", %.2fx %s", r->baselines[b].us / w->us, r->baselines[b].label);
+        fprintf(f, "  stored in %s\n", db_path);
     }
 }
 
@@ -265,9 +311,30 @@ void at_report_json(FILE *f, const at_search_opts *o, const at_search_result *r,
                "\"bytes\":%.0f,\"compile_s\":%.3f,\"verify_s\":%.3f,\"time_s\":%.3f,\"total_s\":%.3f}",
             r->copies, r->working_set_mib, r->launches, r->reps, r->bytes, r->t_compile, r->t_verify,
             r->t_time, r->t_total);
-    fprintf(f, ",\"baseline\":{\"name\":\"cublasGemmEx\",\"us\":%.4f,\"us_min\":%.4f,\"us_max\":%.4f,"
-               "\"stream_us\":%.4f}",
-            r->base_us, r->base_min, r->base_max, r->base_stream_us);
+    fprintf(f, ",\"baseline\":{\"name\":");
+    jstr(f, base_desc(r, 0)->json_name);
+    fprintf(f, ",\"us\":%.4f,\"us_min\":%.4f,\"us_max\":%.4f,\"stream_us\":%.4f}", r->base_us, r->base_min,
+            r->base_max, r->base_stream_us);
+    if (r->nbaselines > 1) { /* the norms: every baseline, and eps */
+        jnum(f, "eps", "%.7g", r->eps); /* a float: 7 digits say it */
+        fprintf(f, ",\"groups\":%d,\"baselines\":[", r->groups);
+        for (int b = 0; b < r->nbaselines; b++) {
+            const at_search_baseline *d = &r->baselines[b];
+            fputs(b ? ",{\"name\":" : "{\"name\":", f);
+            jstr(f, d->json_name);
+            fputs(",\"strategy\":", f);
+            jstr(f, d->strategy);
+            fputs(",\"what\":", f);
+            jstr(f, d->what);
+            jnum(f, "us", "%.4f", d->us);
+            jnum(f, "us_min", "%.4f", d->us_min);
+            jnum(f, "us_max", "%.4f", d->us_max);
+            jnum(f, "stream_us", "%.4f", d->stream_us);
+            jnum(f, "gbps", "%.1f", d->gbps);
+            fputc('}', f);
+        }
+        fputc(']', f);
+    }
     const at_winner *w = &r->winner;
     if (w->strategy[0]) {
         fputs(",\"winner\":{\"strategy\":", f);

@@ -1,12 +1,14 @@
 /*
 ** search.c — the tuning pipeline for one (op, dtype, shape) on one GPU:
-** spec -> candidates -> NVRTC -> correctness gate -> timing against cuBLAS
-** -> cache. Invariant: every result is written to the cache as soon as it is
-** known, so an interruption loses nothing already measured, and a winner is
-** stored only when it beats the baseline beyond the measured noise.
+** spec -> candidates -> NVRTC -> correctness gate -> timing against the
+** op's baselines -> cache. What an op computes, reads and launches is in
+** the op table (op.h); this file is op-independent. Invariant: every result
+** is written to the cache as soon as it is known, so an interruption loses
+** nothing already measured, and a winner is stored only when it beats
+** baseline 0 (cuBLAS, or the naive fused norm) beyond the measured noise.
 */
 #include "bench.h"
-#include "verify.h"
+#include "op.h"
 
 #include <errno.h>
 #include <math.h>
@@ -45,7 +47,7 @@ static void compile_progress(void *arg, int done, int total)
 
 /* sha256 over the spec and every file that can change a compiled kernel:
 ** each template the spec names and the shared headers. [CACHE_KEY] */
-static int space_digest(at_spec *spec, at_templates *tpl, char hex[65])
+static int space_digest(at_spec *spec, at_templates *tpl, const char *const *extra, char hex[65])
 {
     size_t cap = 80, len = 0;
     char *buf;
@@ -54,6 +56,11 @@ static int space_digest(at_spec *spec, at_templates *tpl, char hex[65])
     int ns = at_spec_nstrategies(spec), nh = at_templates_nheaders(tpl);
     for (int i = 0; i < ns; i++) {
         if ((rc = at_templates_source(tpl, at_spec_strategy_template(spec, i), &src)) != AT_OK)
+            return rc;
+        cap += strlen(src) + 256;
+    }
+    for (int i = 0; extra && extra[i]; i++) {
+        if ((rc = at_templates_source(tpl, extra[i], &src)) != AT_OK)
             return rc;
         cap += strlen(src) + 256;
     }
@@ -66,6 +73,10 @@ static int space_digest(at_spec *spec, at_templates *tpl, char hex[65])
         at_templates_source(tpl, at_spec_strategy_template(spec, i), &src);
         len += (size_t)snprintf(buf + len, cap - len, "\n--template %s\n%s",
                                 at_spec_strategy_template(spec, i), src);
+    }
+    for (int i = 0; extra && extra[i]; i++) { /* the op's baselines (none for gemv) */
+        at_templates_source(tpl, extra[i], &src);
+        len += (size_t)snprintf(buf + len, cap - len, "\n--baseline %s\n%s", extra[i], src);
     }
     for (int i = 0; i < nh; i++)
         len += (size_t)snprintf(buf + len, cap - len, "\n--header %s\n%s",
@@ -117,10 +128,22 @@ static double percentile(const double *v, int n, double p)
     return v[i] + (pos - i) * (v[i + 1] - v[i]);
 }
 
+struct run;
+
+/* A contestant with its graphs: one per copy group (see plan_timing). */
+typedef struct contest {
+    struct run *r;
+    at_contestant c;
+    at_graph *gr;
+    int ngr;
+} contest;
+
 /* Everything a run holds on the GPU and the host. */
 typedef struct run {
     const at_search_opts *o;
     at_search_result *res;
+    const at_op *op;
+    void *op_state;       /* the op's buffers, reference, baselines */
     at_spec *spec;
     at_templates *tpl;
     at_cache *cache;
@@ -128,13 +151,10 @@ typedef struct run {
     at_compile_job *jobs; /* one per row (unused for pruned rows) */
     char cubin_dir[1100]; /* compiled-kernel cache beside the db; "" for none */
     CUmodule *mods;
-    CUdeviceptr x, y, wbase; /* wbase: one block holding every weight copy */
-    CUdeviceptr *W;          /* the copies, `copies` of them */
-    int copies;
-    uint16_t *hx, *hW, *hy;
-    double *ref;
-    at_launch base;
-    at_graph base_graph;
+    int copies;           /* copies of the rotated data */
+    int groups;           /* graphs per contestant, each over its own copies */
+    unsigned turn;        /* replays so far: the next replay uses group turn % groups */
+    contest base[AT_MAX_BASELINES];
 } run;
 
 static void store_trial(run *r, at_search_row *row)
@@ -143,133 +163,123 @@ static void store_trial(run *r, at_search_row *row)
         fprintf(stderr, "warning: %s\n", at_errmsg());
 }
 
-/* Picks the number of weight copies and launches per replay (DESIGN.md
-** rule 1: the rotated working set is >= 3x L2; ~200 µs per replay). A
-** replay has at least one launch per copy, so no copy is reused while still
-** in L2, within a replay or across two. */
-#define MAX_COPIES 4096
+/* Picks the number of copies of the rotated data and launches per replay
+** (DESIGN.md rule 1: the rotated working set is >= 3x L2; ~200 µs per
+** replay). Up to SINGLE_GRAPH copies, a replay has at least one launch per
+** copy, so no copy is reused while still in L2, within a replay or across
+** two. Past that (tiny calls: a norm row of a few KiB) the copies are split
+** into `groups` groups of `launches` copies, one graph per group, and
+** successive replays (of any contestant) take successive groups: a group
+** is used again only after every other group was read, >= 1.5x L2 later. */
+#define SINGLE_GRAPH 4096
 static int plan_timing(run *r, size_t wbytes)
 {
     at_search_result *res = r->res;
     size_t freeb = 0, total = 0;
     int64_t l2 = res->dev.l2_bytes > 0 ? res->dev.l2_bytes : (64 << 20);
-    int c = (int)((3 * l2 + (int64_t)wbytes - 1) / (int64_t)wbytes);
+    int64_t c64 = (3 * l2 + (int64_t)wbytes - 1) / (int64_t)wbytes;
+    int c = c64 > r->op->max_copies ? r->op->max_copies : (int)c64;
     if (c < 2)
         c = 2;
-    if (c > MAX_COPIES)
-        c = MAX_COPIES;
     r->gpu->cu.cuMemGetInfo_(&freeb, &total);
     while (c > 2 && (double)c * (double)wbytes > 0.6 * (double)freeb)
         c--;
     if ((double)c * (double)wbytes > 0.8 * (double)freeb)
-        return at_fail(AT_ERR_CUDA, "cuda: weights of %.0f MiB do not fit twice in %.0f MiB free",
+        return at_fail(AT_ERR_CUDA, "cuda: %s of %.0f MiB do not fit twice in %.0f MiB free", r->op->copy_what,
                        (double)wbytes / 1048576.0, (double)freeb / 1048576.0);
-    r->copies = c;
-    res->copies = c;
-    res->working_set_mib = (double)c * (double)wbytes / 1048576.0;
     double est_us = (double)wbytes / (res->dev.read_gbps * 1e3) + res->dev.empty_us;
     int launches = (int)ceil(200.0 / est_us);
-    if (launches < c)
-        launches = c;
-    if (launches > 1000)
-        launches = 1000;
-    launches = (launches + c - 1) / c * c; /* a multiple of c, >= c */
+    if (c <= SINGLE_GRAPH) {
+        if (launches < c)
+            launches = c;
+        if (launches > 1000)
+            launches = 1000;
+        launches = (launches + c - 1) / c * c; /* a multiple of c, >= c */
+        r->groups = 1;
+    } else {
+        if (launches > 1000)
+            launches = 1000;
+        if (launches < 1)
+            launches = 1;
+        r->groups = (c + launches - 1) / launches;
+        c = r->groups * launches;
+    }
+    r->copies = c;
+    res->copies = c;
+    res->groups = r->groups;
+    res->working_set_mib = (double)c * (double)wbytes / 1048576.0;
     res->launches = launches;
     return AT_OK;
 }
 
-static int setup_buffers(run *r)
-{
-    const at_search_opts *o = r->o;
-    int64_t M = o->shape.M, K = o->shape.K, N = o->shape.N;
-    size_t wbytes = (size_t)(N * K) * 2;
-    uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-    int rc;
-
-    if ((rc = plan_timing(r, wbytes)) != AT_OK)
-        return rc;
-    r->hx = malloc((size_t)(M * K) * 2);
-    r->hW = malloc(wbytes);
-    r->hy = malloc((size_t)(M * N) * 2);
-    r->ref = malloc((size_t)(M * N) * sizeof(double));
-    if (!r->hx || !r->hW || !r->hy || !r->ref)
-        return at_fail(AT_ERR_NOMEM, "out of host memory for %lld x %lld weights", (long long)N,
-                       (long long)K);
-    /* fresh random inputs each run, never zeros */
-    at_fill_random(o->dtype, r->hx, (size_t)(M * K), seed, 1.0f);
-    at_fill_random(o->dtype, r->hW, (size_t)(N * K), seed * 31 + 7, 1.0f);
-    if ((rc = at_ref_gemv(o->dtype, M, K, N, r->hx, r->hW, r->ref)) != AT_OK)
-        return rc;
-    at_gpu *g = r->gpu;
-    size_t stride = (wbytes + 255) / 256 * 256;
-    if (!(r->W = calloc((size_t)r->copies, sizeof *r->W)))
-        return at_fail(AT_ERR_NOMEM, "out of memory");
-    if ((rc = at_gpu_alloc(g, &r->x, (size_t)(M * K) * 2)) != AT_OK ||
-        (rc = at_gpu_alloc(g, &r->y, (size_t)(M * N) * 2)) != AT_OK ||
-        (rc = at_gpu_alloc(g, &r->wbase, stride * (size_t)r->copies)) != AT_OK ||
-        (rc = at_gpu_check(g, g->cu.cuMemcpyHtoDAsync_(r->x, r->hx, (size_t)(M * K) * 2, g->stream),
-                           "cuMemcpyHtoDAsync")) != AT_OK ||
-        (rc = at_gpu_check(g, g->cu.cuMemcpyHtoDAsync_(r->wbase, r->hW, wbytes, g->stream),
-                           "cuMemcpyHtoDAsync")) != AT_OK)
-        return rc;
-    for (int i = 0; i < r->copies; i++) {
-        r->W[i] = r->wbase + (CUdeviceptr)(stride * (size_t)i);
-        if (i > 0 && (rc = at_gpu_check(g, g->cu.cuMemcpyDtoDAsync_(r->W[i], r->wbase, wbytes, g->stream),
-                                        "cuMemcpyDtoDAsync")) != AT_OK)
-            return rc;
-    }
-    if ((rc = at_gpu_check(g, g->cu.cuStreamSynchronize_(g->stream), "cuStreamSynchronize")) != AT_OK)
-        return rc;
-    r->base = (at_launch){.fn = NULL, .dtype = o->dtype, .M = (int)M, .K = (int)K, .N = (int)N,
-                          .x = r->x, .y = r->y};
-    return AT_OK;
-}
-
-/* Runs l once on poisoned output and compares with the reference. */
-static int check_output(run *r, const at_launch *l, double *err, size_t *nonfinite)
-{
-    at_gpu *g = r->gpu;
-    size_t n = (size_t)(r->o->shape.M * r->o->shape.N);
-    int rc;
-    /* poison: 0xFFFF is a NaN in bf16 and fp16, so an unwritten y fails */
-    if ((rc = at_gpu_check(g, g->cu.cuMemsetD16Async_(r->y, 0xFFFF, n, g->stream), "cuMemsetD16Async")) != AT_OK ||
-        (rc = at_launch_gemv(g, l, r->W[0])) != AT_OK ||
-        (rc = at_gpu_check(g, g->cu.cuStreamSynchronize_(g->stream), "kernel run")) != AT_OK ||
-        (rc = at_gpu_check(g, g->cu.cuMemcpyDtoHAsync_(r->hy, r->y, n * 2, g->stream), "cuMemcpyDtoHAsync")) != AT_OK ||
-        (rc = at_gpu_check(g, g->cu.cuStreamSynchronize_(g->stream), "cuStreamSynchronize")) != AT_OK)
-        return rc;
-    *err = at_rel_err(r->o->dtype, r->hy, r->ref, n, nonfinite);
-    return AT_OK;
-}
-
-static at_launch row_launch(run *r, int i)
+static at_contestant row_contestant(run *r, int i)
 {
     at_search_row *row = &r->res->rows[i];
-    at_launch l = r->base;
+    at_contestant c = {.baseline = -1};
     CUfunction fn = NULL;
     r->gpu->cu.cuModuleGetFunction_(&fn, r->mods[i], at_spec_strategy_kernel(r->spec, row->cand.strategy));
-    l.fn = fn;
-    memcpy(l.grid, row->cand.grid, sizeof l.grid);
-    memcpy(l.block, row->cand.block, sizeof l.block);
-    l.smem = row->cand.smem;
-    l.pdl = at_candidate_param(&row->cand, "TP_PDL", 0) != 0;
-    return l;
+    c.kernel.fn = fn;
+    memcpy(c.kernel.grid, row->cand.grid, sizeof c.kernel.grid);
+    memcpy(c.kernel.block, row->cand.block, sizeof c.kernel.block);
+    c.kernel.smem = row->cand.smem;
+    c.kernel.pdl = at_candidate_param(&row->cand, "TP_PDL", 0) != 0;
+    return c;
 }
 
-/* Replays the candidate's graph and the baseline's `reps` times, alternating
-** (DESIGN.md rule 3); per-launch µs into cand[] and base[]. */
-static int time_interleaved(run *r, const at_launch *l, int reps, double *cand, double *base)
+static int contest_enqueue(void *arg, int copy)
 {
-    at_graph gr;
+    contest *t = arg;
+    return t->r->op->enqueue(t->r->op_state, &t->c, copy);
+}
+
+static void contest_free(run *r, contest *t)
+{
+    for (int i = 0; i < t->ngr; i++)
+        at_graph_free(r->gpu, &t->gr[i]);
+    free(t->gr);
+    t->gr = NULL;
+    t->ngr = 0;
+}
+
+/* One replay of t, on the next copy group: µs per launch. */
+static int contest_replay(run *r, contest *t, double *us)
+{
+    int g = (int)(r->turn++ % (unsigned)t->ngr);
+    return at_graph_time(r->gpu, &t->gr[g], us);
+}
+
+/* Captures c's graphs (one per copy group) into *t and replays each once
+** (warm-up: a graph's first launch uploads it), in turn order, so the
+** next replay finds the group read longest ago. */
+static int contest_build(run *r, const at_contestant *c, contest *t)
+{
+    int rc = AT_OK;
     double us;
-    int rc = at_graph_build(r->gpu, l, r->W, r->copies, r->res->launches, &gr);
-    if (rc == AT_OK)
-        rc = at_graph_time(r->gpu, &gr, &us); /* warm-up */
+    memset(t, 0, sizeof *t);
+    t->r = r;
+    t->c = *c;
+    if (!(t->gr = calloc((size_t)r->groups, sizeof *t->gr)))
+        return at_fail(AT_ERR_NOMEM, "out of memory");
+    for (int g = 0; g < r->groups && rc == AT_OK; g++, t->ngr++)
+        rc = at_graph_build(r->gpu, contest_enqueue, t, g * r->res->launches, r->copies, r->res->launches,
+                            &t->gr[g]);
+    for (int g = 0; g < r->groups && rc == AT_OK; g++)
+        rc = contest_replay(r, t, &us);
+    return rc;
+}
+
+/* Replays the candidate's graph and the `nb` baselines' `reps` times,
+** alternating (DESIGN.md rule 3); per-launch µs into cand[] and base[b][]. */
+static int time_interleaved(run *r, const at_contestant *c, int reps, double *cand, int nb, double **base)
+{
+    contest t;
+    int rc = contest_build(r, c, &t); /* and warms it up */
     for (int i = 0; i < reps && rc == AT_OK; i++) {
-        if ((rc = at_graph_time(r->gpu, &gr, &cand[i])) == AT_OK)
-            rc = at_graph_time(r->gpu, &r->base_graph, &base[i]);
+        rc = contest_replay(r, &t, &cand[i]);
+        for (int b = 0; b < nb && rc == AT_OK; b++)
+            rc = contest_replay(r, &r->base[b], &base[b][i]);
     }
-    at_graph_free(r->gpu, &gr);
+    contest_free(r, &t);
     return rc;
 }
 
@@ -361,20 +371,29 @@ static int phase_compile(run *r)
     return rc;
 }
 
-/* Phase: load each compiled candidate, run it once on poisoned output,
-** record the wrong ones (never timed). */
+/* Phase: check the op's own baselines (a wrong one is a harness bug), then
+** load each compiled candidate, run it once on poisoned output, record the
+** wrong ones (never timed). */
 static int phase_verify(run *r)
 {
     at_search_result *res = r->res;
-    double tol = at_dtype_tolerance(r->o->dtype), t0 = now_s();
+    double t0 = now_s();
     int rc = AT_OK, done = 0;
     r->mods = calloc((size_t)res->nrows, sizeof *r->mods);
     if (!r->mods)
         return at_fail(AT_ERR_NOMEM, "out of memory");
+    for (int b = 0; r->op->check_baselines && b < res->nbaselines; b++) {
+        at_contestant c = {.baseline = b};
+        at_op_check ck;
+        if ((rc = r->op->check(r->op_state, &c, &ck)) != AT_OK)
+            return rc;
+        if (ck.wrong)
+            return at_fail(AT_ERR_HARNESS, "harness error: the %s baseline fails the correctness gate: %s",
+                           res->baselines[b].strategy, ck.reason);
+    }
     for (int i = 0; i < res->nrows && rc == AT_OK && !interrupted(r->o); i++) {
         at_search_row *row = &res->rows[i];
-        double err = 0.0;
-        size_t nonfinite = 0;
+        at_op_check ck;
         if (!r->jobs[i].ok)
             continue;
         progress_line(r->o, "verify", ++done, res->ncompiled, NULL);
@@ -383,9 +402,9 @@ static int phase_verify(run *r)
             rc = at_gpu_check(r->gpu, cr, "cuModuleLoadData");
             break;
         }
-        at_launch l = row_launch(r, i);
-        rc = check_output(r, &l, &err, &nonfinite);
-        row->trial.rel_err = err;
+        at_contestant c = row_contestant(r, i);
+        rc = r->op->check(r->op_state, &c, &ck);
+        row->trial.rel_err = ck.err;
         if (rc == AT_ERR_CUDA_STICKY) {
             row->trial.state = AT_TRIAL_CRASHED;
             copy_str(row->trial.reason, sizeof row->trial.reason, at_errmsg());
@@ -403,14 +422,9 @@ static int phase_verify(run *r)
             rc = AT_OK;
             continue;
         }
-        if (nonfinite || !(err <= tol)) {
+        if (ck.wrong) {
             row->trial.state = AT_TRIAL_WRONG;
-            if (nonfinite)
-                snprintf(row->trial.reason, sizeof row->trial.reason,
-                         "%zu outputs NaN/Inf (unwritten or overflow)", nonfinite);
-            else
-                snprintf(row->trial.reason, sizeof row->trial.reason,
-                         "rel. error %.3g > %.0e", err, tol);
+            copy_str(row->trial.reason, sizeof row->trial.reason, ck.reason);
             res->nwrong++;
             store_trial(r, row);
             continue;
@@ -423,24 +437,27 @@ static int phase_verify(run *r)
     return rc;
 }
 
-/* Phase: screen every correct candidate, re-time the best FINALISTS longer,
-** time the baseline interleaved throughout. */
+/* Phase: capture the baselines' graphs, screen every correct candidate
+** (interleaved with baseline 0), re-time the best FINALISTS later. */
 static int phase_time(run *r)
 {
     at_search_result *res = r->res;
     const at_search_opts *o = r->o;
-    int reps = res->reps, rc, done = 0;
+    int reps = res->reps, rc = AT_OK, done = 0;
     double *cand = malloc((size_t)reps * sizeof(double));
     double *base = malloc((size_t)reps * sizeof(double));
-    double t0 = now_s(), us;
+    double t0 = now_s();
     char best[96] = "";
     if (!cand || !base) {
         free(cand);
         free(base);
         return at_fail(AT_ERR_NOMEM, "out of memory");
     }
-    if ((rc = at_graph_build(r->gpu, &r->base, r->W, r->copies, res->launches, &r->base_graph)) != AT_OK ||
-        (rc = at_graph_time(r->gpu, &r->base_graph, &us)) != AT_OK)
+    for (int b = 0; b < res->nbaselines && rc == AT_OK; b++) {
+        at_contestant c = {.baseline = b};
+        rc = contest_build(r, &c, &r->base[b]); /* and warms it up */
+    }
+    if (rc != AT_OK)
         goto done;
 
     /* screening: median of `reps` replays each */
@@ -450,8 +467,8 @@ static int phase_time(run *r)
         if (!r->jobs[i].ok || row->trial.state != AT_TRIAL_OK)
             continue;
         progress_line(o, "time", ++done, res->ncorrect, best);
-        at_launch l = row_launch(r, i);
-        rc = time_interleaved(r, &l, reps, cand, base);
+        at_contestant c = row_contestant(r, i);
+        rc = time_interleaved(r, &c, reps, cand, 1, &base);
         if (rc != AT_OK) {
             row->trial.state = AT_TRIAL_CRASHED;
             copy_str(row->trial.reason, sizeof row->trial.reason, at_errmsg());
@@ -487,17 +504,21 @@ static int cmp_index_us(const void *a, const void *b, void *rows)
 }
 
 /* Re-times the FINALISTS fastest with 3x the replays, each interleaved with
-** the baseline; decides the winner by the rule in DESIGN.md. */
+** every baseline; decides the winner by the rule in DESIGN.md against
+** baseline 0. */
 static int phase_final(run *r)
 {
     at_search_result *res = r->res;
-    int reps2 = 3 * res->reps, nfinal = 0, rc = AT_OK, win = -1;
+    int reps2 = 3 * res->reps, nfinal = 0, rc = AT_OK, win = -1, nb = res->nbaselines;
     double *cand = malloc((size_t)reps2 * sizeof(double));
-    double *base = malloc((size_t)reps2 * FINALISTS * sizeof(double));
+    double *base[AT_MAX_BASELINES] = {NULL};
     double *tmp = malloc((size_t)reps2 * sizeof(double));
     double noise_best = 0.0, t0 = now_s();
     int *order = malloc((size_t)res->nrows * sizeof(int)), ntimed = 0;
-    if (!cand || !base || !tmp || !order) {
+    int alloc_ok = cand && tmp && order;
+    for (int b = 0; b < nb; b++)
+        alloc_ok &= (base[b] = malloc((size_t)reps2 * FINALISTS * sizeof(double))) != NULL;
+    if (!alloc_ok) {
         rc = at_fail(AT_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -508,14 +529,18 @@ static int phase_final(run *r)
     for (int f = 0; f < ntimed && nfinal < FINALISTS && !interrupted(r->o); f++) {
         int i = order[f];
         at_search_row *row = &res->rows[i];
-        at_launch l = row_launch(r, i);
-        if ((rc = time_interleaved(r, &l, reps2, cand, base + (size_t)nfinal * (size_t)reps2)) != AT_OK)
+        at_contestant c = row_contestant(r, i);
+        double *bslot[AT_MAX_BASELINES];
+        for (int b = 0; b < nb; b++)
+            bslot[b] = base[b] + (size_t)nfinal * (size_t)reps2;
+        if ((rc = time_interleaved(r, &c, reps2, cand, nb, bslot)) != AT_OK)
             goto done;
         memcpy(tmp, cand, (size_t)reps2 * sizeof(double));
         set_row_stats(row, tmp, reps2, res->bytes); /* sorts tmp */
         double noise = 0.5 * (percentile(tmp, reps2, 0.9) - percentile(tmp, reps2, 0.1));
         double s_us = 0.0;
-        if (at_stream_time(r->gpu, &l, r->W, r->copies, res->launches, &s_us) == AT_OK)
+        contest t = {.r = r, .c = c};
+        if (at_stream_time(r->gpu, contest_enqueue, &t, r->copies, res->launches, &s_us) == AT_OK)
             row->trial.stream_us = s_us;
         row->final = 1;
         store_trial(r, row);
@@ -525,19 +550,30 @@ static int phase_final(run *r)
         }
         nfinal++;
     }
-    if (nfinal > 0) {
-        int nb = nfinal * reps2;
-        at_stats(base, nb, &res->base_us, &res->base_min, &res->base_max); /* sorts base */
-        double base_noise = 0.5 * (percentile(base, nb, 0.9) - percentile(base, nb, 0.1));
-        if (noise_best < base_noise)
-            noise_best = base_noise;
-    } else {
-        for (int i = 0; i < reps2; i++)
-            if ((rc = at_graph_time(r->gpu, &r->base_graph, &base[i])) != AT_OK)
-                goto done;
-        at_stats(base, reps2, &res->base_us, &res->base_min, &res->base_max);
+    for (int b = 0; b < nb; b++) {
+        at_search_baseline *bl = &res->baselines[b];
+        int n = nfinal * reps2;
+        if (nfinal == 0) { /* nothing timed: the baselines alone, alternating */
+            n = reps2;
+            if (b == 0)
+                for (int i = 0; i < reps2; i++)
+                    for (int k = 0; k < nb; k++)
+                        if ((rc = contest_replay(r, &r->base[k], &base[k][i])) != AT_OK)
+                            goto done;
+        }
+        at_stats(base[b], n, &bl->us, &bl->us_min, &bl->us_max); /* sorts base[b] */
+        if (b == 0 && nfinal > 0) {
+            double base_noise = 0.5 * (percentile(base[0], n, 0.9) - percentile(base[0], n, 0.1));
+            if (noise_best < base_noise)
+                noise_best = base_noise;
+        }
+        at_stream_time(r->gpu, contest_enqueue, &r->base[b], r->copies, res->launches, &bl->stream_us);
+        bl->gbps = bl->us > 0 ? res->bytes / (bl->us * 1e3) : 0.0;
     }
-    at_stream_time(r->gpu, &r->base, r->W, r->copies, res->launches, &res->base_stream_us);
+    res->base_us = res->baselines[0].us;
+    res->base_min = res->baselines[0].us_min;
+    res->base_max = res->baselines[0].us_max;
+    res->base_stream_us = res->baselines[0].stream_us;
     for (int i = 0; i < res->nrows; i++)
         if (res->rows[i].trial.state == AT_TRIAL_OK && res->rows[i].trial.us > 0) {
             at_search_row *row = &res->rows[i];
@@ -552,8 +588,15 @@ static int phase_final(run *r)
                     win = -1;
             }
         }
+    /* our own baselines answer to the ceiling too (cuBLAS is left as before) */
+    for (int b = 0; r->op->check_baselines && b < nb; b++)
+        if (res->dev.read_gbps > 0 && res->baselines[b].gbps > res->dev.read_gbps * HARNESS_SLACK) {
+            res->harness_errors++;
+            fprintf(stderr, "harness error: the %s baseline's %.0f GB/s is above the read ceiling %.0f GB/s\n",
+                    res->baselines[b].strategy, res->baselines[b].gbps, res->dev.read_gbps);
+        }
 
-    /* the winner rule: beat the baseline by more than the noise */
+    /* the winner rule: beat baseline 0 by more than the noise */
     at_winner *w = &res->winner;
     memset(w, 0, sizeof *w);
     w->bytes = res->bytes;
@@ -580,8 +623,8 @@ static int phase_final(run *r)
             at_sha256_hex(w->cubin, w->cubin_size, w->cubin_sha);
         }
     } else {
-        copy_str(w->strategy, sizeof w->strategy, "cublas");
-        copy_str(w->params, sizeof w->params, "cublasGemmEx");
+        if ((rc = r->op->baseline_winner(r->op_state, w)) != AT_OK)
+            goto done;
         w->us = res->base_us;
         w->us_min = res->base_min;
         w->us_max = res->base_max;
@@ -591,7 +634,8 @@ static int phase_final(run *r)
         goto done;
 done:
     free(cand);
-    free(base);
+    for (int b = 0; b < nb; b++)
+        free(base[b]);
     free(tmp);
     free(order);
     res->t_time += now_s() - t0;
@@ -637,25 +681,20 @@ static int make_rows(run *r, const at_problem *pb)
 static void release(run *r)
 {
     if (r->gpu) {
-        at_graph_free(r->gpu, &r->base_graph);
+        for (int b = 0; b < AT_MAX_BASELINES; b++)
+            contest_free(r, &r->base[b]);
         if (r->mods)
             for (int i = 0; i < r->res->nrows; i++)
                 if (r->mods[i])
                     r->gpu->cu.cuModuleUnload_(r->mods[i]);
-        at_gpu_free(r->gpu, r->x);
-        at_gpu_free(r->gpu, r->y);
-        at_gpu_free(r->gpu, r->wbase);
     }
+    if (r->op && r->op_state)
+        r->op->close(r->op_state); /* before the GPU closes: it frees device memory */
     if (r->jobs)
         for (int i = 0; i < r->res->nrows; i++)
             at_compile_job_clear(&r->jobs[i]);
     free(r->jobs);
     free(r->mods);
-    free(r->W);
-    free(r->hx);
-    free(r->hW);
-    free(r->hy);
-    free(r->ref);
     at_cache_close(r->cache);
     at_gpu_close(r->gpu);
     at_templates_free(r->tpl);
@@ -682,15 +721,17 @@ static int device_ceilings(run *r)
 int at_search_run(const at_search_opts *o, at_search_result *res)
 {
     run r = {.o = o, .res = res};
-    char opts[160];
+    char opts[160], extra[64] = "";
     double t0 = now_s();
     int rc;
 
     memset(res, 0, sizeof *res);
     res->dry_run = o->dry_run;
     res->reps = o->reps < 5 ? 5 : o->reps;
-    if (o->shape.rank != 3)
-        return at_fail(AT_ERR_USAGE, "op %s takes a shape MxKxN", o->op);
+    if (!(r.op = at_op_find(o->op)))
+        return at_fail(AT_ERR_USAGE, "unknown op '%s'", o->op ? o->op : "");
+    if (o->shape.rank != r.op->rank)
+        return at_fail(AT_ERR_USAGE, "op %s takes a shape %s", o->op, r.op->shape_form);
     if ((rc = at_spec_load(o->spec_path, &r.spec)) != AT_OK) {
         if (rc == AT_ERR_IO) { /* for the CLI an unreadable spec is a spec error (exit 3) */
             char msg[512];
@@ -705,7 +746,7 @@ int at_search_run(const at_search_opts *o, at_search_result *res)
         goto done;
     }
     if ((rc = at_templates_open(o->templates_root, &r.tpl)) != AT_OK ||
-        (rc = space_digest(r.spec, r.tpl, res->key.space_sha)) != AT_OK)
+        (rc = space_digest(r.spec, r.tpl, r.op->extra_templates, res->key.space_sha)) != AT_OK)
         goto done;
 
     /* the device: identity first (cheap), the full context only if needed */
@@ -714,6 +755,12 @@ int at_search_run(const at_search_opts *o, at_search_result *res)
             goto done;
         res->dev = r.gpu->info;
         res->arch = 10 * res->dev.cc_major + res->dev.cc_minor;
+        /* compiled kernels live beside the db: <dir of db>/cubins */
+        const char *slash = strrchr(o->db_path, '/');
+        if (slash)
+            snprintf(r.cubin_dir, sizeof r.cubin_dir, "%.*s/cubins", (int)(slash - o->db_path), o->db_path);
+        else
+            snprintf(r.cubin_dir, sizeof r.cubin_dir, "cubins");
     } else {
         res->arch = o->arch > 0 ? o->arch : 90;
         if (o->arch <= 0 && at_gpu_open(o->device, 1, &r.gpu) == AT_OK)
@@ -721,6 +768,15 @@ int at_search_run(const at_search_opts *o, at_search_result *res)
         if (r.gpu)
             res->dev = r.gpu->info;
     }
+
+    /* the op: options, what it reads from the spec, its baselines' names */
+    at_problem pb = {.op = o->op, .dtype = o->dtype, .shape = o->shape, .arch = res->arch,
+                     .sms = res->dev.sms};
+    at_op_env env = {.o = o, .spec = r.spec, .tpl = r.tpl, .pb = &pb,
+                     .cubin_dir = r.cubin_dir[0] ? r.cubin_dir : NULL};
+    if ((rc = r.op->open(&env, res, &r.op_state)) != AT_OK)
+        goto done;
+    r.op->key_options(r.op_state, extra, sizeof extra);
 
     /* the key [CACHE_KEY] */
     at_key *k = &res->key;
@@ -733,6 +789,10 @@ int at_search_run(const at_search_opts *o, at_search_result *res)
     k->driver_version = res->dev.driver_version;
     k->nvrtc_version = at_nvrtc_version();
     at_nvrtc_common_options(o->dtype, res->arch, opts, sizeof opts);
+    if (extra[0]) { /* the op's own options after the common ones */
+        size_t n = strlen(opts);
+        snprintf(opts + n, sizeof opts - n, " %s", extra);
+    }
     copy_str(k->options, sizeof k->options, opts);
     copy_str(k->tuner_version, sizeof k->tuner_version, AT_TUNER_VERSION);
     at_key_digest(k, res->key_sha);
@@ -741,12 +801,6 @@ int at_search_run(const at_search_opts *o, at_search_result *res)
         int found = 0;
         if ((rc = at_cache_open(o->db_path, &r.cache)) != AT_OK)
             goto done;
-        /* compiled kernels live beside the db: <dir of db>/cubins */
-        const char *slash = strrchr(o->db_path, '/');
-        if (slash)
-            snprintf(r.cubin_dir, sizeof r.cubin_dir, "%.*s/cubins", (int)(slash - o->db_path), o->db_path);
-        else
-            snprintf(r.cubin_dir, sizeof r.cubin_dir, "cubins");
         if (!o->force && (rc = at_cache_get_winner(r.cache, k, &res->winner, &found)) != AT_OK)
             goto done;
         if (found) {
@@ -757,12 +811,13 @@ int at_search_run(const at_search_opts *o, at_search_result *res)
             res->base_min = res->winner.baseline_min;
             res->base_max = res->winner.baseline_max;
             res->bytes = res->winner.bytes;
+            res->baselines[0].us = res->base_us;
+            res->baselines[0].us_min = res->base_min;
+            res->baselines[0].us_max = res->base_max;
             goto done;
         }
     }
 
-    at_problem pb = {.op = o->op, .dtype = o->dtype, .shape = o->shape, .arch = res->arch,
-                     .sms = res->dev.sms};
     if ((rc = at_spec_bytes(r.spec, &pb, &res->bytes)) != AT_OK || (rc = make_rows(&r, &pb)) != AT_OK)
         goto done;
     if ((rc = phase_compile(&r)) != AT_OK || o->dry_run || interrupted(o))
@@ -772,10 +827,12 @@ int at_search_run(const at_search_opts *o, at_search_result *res)
     at_gpu_close(r.gpu);
     r.gpu = NULL;
     if ((rc = at_gpu_open(o->device, 0, &r.gpu)) != AT_OK || (rc = device_ceilings(&r)) != AT_OK ||
-        (rc = setup_buffers(&r)) != AT_OK || (rc = phase_verify(&r)) != AT_OK)
+        (rc = plan_timing(&r, r.op->copy_bytes(r.op_state))) != AT_OK ||
+        (rc = r.op->setup(r.op_state, r.gpu, r.copies)) != AT_OK || (rc = phase_verify(&r)) != AT_OK ||
+        o->verify_only)
         goto done;
-    /* with nothing correct, the timing still measures the baseline, which
-    ** then is the stored answer */
+    /* with nothing correct, the timing still measures the baselines, and
+    ** baseline 0 then is the stored answer */
     rc = phase_time(&r);
     if (rc == AT_OK)
         rc = phase_final(&r);
@@ -794,6 +851,7 @@ done:
     res->t_total = now_s() - t0;
     return rc;
 }
+
 
 void at_search_result_free(at_search_result *res)
 {

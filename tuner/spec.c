@@ -29,6 +29,10 @@
 #define OP_LEN 24        /* at_key.op */
 #define IDENT "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
 
+/* [STRATEGY_NAMES] strategy.c's strategy_names, spelled again here so that
+** the spec loader links alone (fuzz/run.sh builds it without strategy.c). */
+static const char *const search_strategies[] = {"exhaustive", "random", "anneal", "halving", NULL};
+
 typedef struct spec_param {
     char name[AT_NAME_LEN];
     int64_t *values;
@@ -54,6 +58,7 @@ struct at_spec {
     char *path; /* the file path, or the chunk name of a string spec */
     char op[OP_LEN];
     char sha[65]; /* sha256 of the source text: part of the cache key */
+    char search_strategy[16]; /* the timing phase's default strategy; "" when unset */
     int nstrategies;
     spec_strategy *strategies;
     at_sandbox_fn bytes;
@@ -324,7 +329,7 @@ static void load_strategy(body *b, int s, int si)
 /* Validates the table the chunk returned (argument 2) into the spec. */
 static int load_body(lua_State *L)
 {
-    static const char *const known[] = {"op", "strategies", "bytes", NULL};
+    static const char *const known[] = {"op", "strategies", "bytes", "search_strategy", NULL};
     body *b = lua_touserdata(L, 1);
     at_spec *sp = b->sp;
     const char *str;
@@ -336,6 +341,20 @@ static int load_body(lua_State *L)
     if (!(str = at_sandbox_tostring(L, OP_LEN)) || !is_ident(str))
         body_fail(b, "op must be an identifier (under %d chars)", OP_LEN);
     strcpy(sp->op, str);
+    /* search_strategy = "halving": how the timing phase searches this space
+    ** unless --strategy says otherwise (strategy.h) */
+    if (at_sandbox_rawfield(L, 2, "search_strategy") != LUA_TNIL) {
+        int named = 0;
+        str = at_sandbox_tostring(L, sizeof sp->search_strategy);
+        for (int i = 0; str && search_strategies[i]; i++)
+            named |= strcmp(str, search_strategies[i]) == 0;
+        if (!named)
+            body_fail(b, "search_strategy must be one of \"exhaustive\", \"random\", \"anneal\", \"halving\" "
+                         "(got %s)",
+                      at_sandbox_describe(L, -1));
+        strcpy(sp->search_strategy, str);
+    }
+    lua_pop(L, 1);
     if (at_sandbox_rawfield(L, 2, "strategies") != LUA_TTABLE || !at_sandbox_is_list(L, -1))
         body_fail(b, "strategies must be a list of tables");
     int ss = lua_gettop(L), n = (int)lua_rawlen(L, ss);
@@ -459,6 +478,11 @@ const char *at_spec_sha256(const at_spec *spec)
 const char *at_spec_op(const at_spec *spec)
 {
     return spec ? spec->op : NULL;
+}
+
+const char *at_spec_search_strategy(const at_spec *spec)
+{
+    return spec && spec->search_strategy[0] ? spec->search_strategy : NULL;
 }
 
 int at_spec_nstrategies(const at_spec *spec)

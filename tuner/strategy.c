@@ -20,6 +20,7 @@
 #define ANNEAL_T1 0.002
 #define MAX_NEIGHBOURS (2 * AT_MAX_PARAMS)
 
+/* [STRATEGY_NAMES] spec.c checks search_strategy against the same words. */
 static const char *const strategy_names[] = {"exhaustive", "random", "anneal", "halving"};
 
 /* [EFFORT_TABLE] strategy.h documents this table: change both together. */

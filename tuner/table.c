@@ -15,9 +15,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#define AT_C_MAX_SOURCES 64
 
 /* [TABLE_FORMAT] The formats, version 1 (AT_TABLE_VERSION):
 **
@@ -34,8 +37,11 @@
 **       its device's name, cc and sms; key_sha must equal their at_key_digest.
 ** CSV   one header line, then one line per entry with its device's columns
 **       repeated; no cubin; RFC 4180 quoting where needed; empty = not measured.
-** C     one self-contained header: atk_table_device / atk_table_entry /
-**       atk_table, cubins as byte arrays, atk_exported_table() returns it. */
+** C     one self-contained header, layout 2 (guard ATK_TABLE_TYPES_V2, the
+**       same types as kernels/atk.h): atk_table_device / atk_table_entry /
+**       atk_table_source / atk_table, cubins as byte arrays, the template
+**       sources and common/ headers the entries need as byte arrays (for an
+**       NVRTC rebuild at run time), atk_exported_table() returns it. */
 #define TABLE_FORMAT_NAME "autotune-table"
 
 int at_table_format_parse(const char *text, at_table_format *out)
@@ -252,10 +258,13 @@ static void c_comment_text(FILE *f, const char *s)
         fputc((*s >= 0x20 && *s < 0x7f && *s != '*' && *s != '\\') ? *s : '_', f);
 }
 
+/* [TABLE_FORMAT] layout 2 of the C header: the same text as kernels/atk.h
+** (the guard name carries the layout, so a header of another layout fails
+** to compile next to atk.h instead of being misread). */
 static const char C_TYPES[] =
-    "#ifndef ATK_TABLE_TYPES_V1\n"
-    "#define ATK_TABLE_TYPES_V1\n"
-    "/* [TABLE_FORMAT] version 1 of the layout; the runtime reads the same. */\n"
+    "#ifndef ATK_TABLE_TYPES_V2\n"
+    "#define ATK_TABLE_TYPES_V2\n"
+    "/* [TABLE_FORMAT] layout 2: version 1 of the table plus embedded sources. */\n"
     "typedef struct atk_table_device {\n"
     "    const char *name;\n"
     "    int cc_major, cc_minor, sms;\n"
@@ -276,20 +285,140 @@ static const char C_TYPES[] =
     "    const unsigned char *cubin; /* NULL when the baseline (cuBLAS) won */\n"
     "    size_t cubin_size;\n"
     "    const char *cubin_sha256; /* \"\" without a cubin */\n"
+    "    int source; /* index into atk_table.sources of template_name, -1 if not embedded */\n"
     "} atk_table_entry;\n"
     "\n"
+    "typedef struct atk_table_source {\n"
+    "    const char *name;\n"
+    "    const char *text;\n"
+    "    const char *sha256; /* of text */\n"
+    "} atk_table_source;\n"
+    "\n"
     "typedef struct atk_table {\n"
-    "    int version; /* 1 */\n"
+    "    int version; /* the table format version (1, as in JSON) */\n"
     "    const atk_table_device *devices;\n"
     "    size_t ndevices;\n"
     "    const atk_table_entry *entries;\n"
     "    size_t nentries;\n"
+    "    const atk_table_source *sources; /* templates, then every common/ header */\n"
+    "    size_t nsources;\n"
     "} atk_table;\n"
     "#endif\n\n";
+
+/* The sources a C table embeds so the runtime can rebuild a cubin that does
+** not load (NVRTC): each template the entries name and every shared header
+** under common/, read from the templates folder at export time
+** ($AUTOTUNE_HOME/templates, else the source tree's). Missing files are left
+** out (the header says which). */
+typedef struct c_sources {
+    char *name[AT_C_MAX_SOURCES], *text[AT_C_MAX_SOURCES];
+    int n;
+    char root[4096];
+} c_sources;
+
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long n;
+    if (!f)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n < (4L << 20) && fseek(f, 0, SEEK_SET) == 0 &&
+        (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n)
+        buf[n] = '\0';
+    else if (buf) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    return buf;
+}
+
+static int c_source_index(const c_sources *cs, const char *name)
+{
+    for (int i = 0; i < cs->n; i++)
+        if (!strcmp(cs->name[i], name))
+            return i;
+    return -1;
+}
+
+static void c_source_add(c_sources *cs, const char *name)
+{
+    char path[8192];
+    if (!name[0] || name[0] == '/' || strstr(name, "..") || c_source_index(cs, name) >= 0 ||
+        cs->n >= AT_C_MAX_SOURCES)
+        return;
+    snprintf(path, sizeof path, "%s/%s", cs->root, name);
+    char *text = read_text(path), *copy = strdup(name);
+    if (!text || !copy) {
+        free(text);
+        free(copy);
+        return;
+    }
+    cs->name[cs->n] = copy;
+    cs->text[cs->n++] = text;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void c_sources_read(c_sources *cs, const at_table_device *const *sel, size_t n)
+{
+    const char *home = getenv("AUTOTUNE_HOME");
+#ifdef AT_SOURCE_DIR
+    const char *src_dir = AT_SOURCE_DIR;
+#else
+    const char *src_dir = ".";
+#endif
+    memset(cs, 0, sizeof *cs);
+    snprintf(cs->root, sizeof cs->root, "%s/templates", home && home[0] ? home : src_dir);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < sel[i]->nentries; j++)
+            if (sel[i]->entries[j].w.cubin_size)
+                c_source_add(cs, sel[i]->entries[j].w.template_name);
+    /* every shared header, sorted, so the output does not depend on readdir order */
+    char path[8192], *hdr[AT_C_MAX_SOURCES];
+    int nh = 0;
+    snprintf(path, sizeof path, "%s/common", cs->root);
+    DIR *d = cs->n ? opendir(path) : NULL;
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL && nh < AT_C_MAX_SOURCES) {
+        size_t k = strlen(de->d_name);
+        if (k > 4 && !strcmp(de->d_name + k - 4, ".cuh") && (hdr[nh] = malloc(k + 8)))
+            snprintf(hdr[nh++], k + 8, "common/%s", de->d_name);
+    }
+    if (d)
+        closedir(d);
+    qsort(hdr, (size_t)nh, sizeof *hdr, cmp_str);
+    for (int i = 0; i < nh; i++) {
+        c_source_add(cs, hdr[i]);
+        free(hdr[i]);
+    }
+}
+
+static void c_sources_free(c_sources *cs)
+{
+    for (int i = 0; i < cs->n; i++) {
+        free(cs->name[i]);
+        free(cs->text[i]);
+    }
+    cs->n = 0;
+}
+
+/* Bytes as the body of a C array initializer, 16 a line. */
+static void c_bytes(FILE *f, const unsigned char *p, size_t n)
+{
+    for (size_t b = 0; b < n; b++)
+        fprintf(f, "%s0x%02x,", b % 16 ? " " : "\n    ", p[b]);
+}
 
 static void write_c(FILE *f, const at_table_device *const *sel, size_t n)
 {
     size_t total = 0, idx = 0;
+    c_sources cs;
+    c_sources_read(&cs, sel, n);
     fputs("/*\n** Tuned kernel table generated by `autotune export --format c` (autotune " AT_TUNER_VERSION
           ").\n** Do not edit: regenerate it. GPUs: ",
           f);
@@ -300,12 +429,14 @@ static void write_c(FILE *f, const at_table_device *const *sel, size_t n)
         total += sel[i]->nentries;
     }
     fputs(".\n**\n"
-          "** The runtime library (kernels/, atk.h) will read this table through\n"
-          "** atk_open_table(&table, atk_exported_table(), ...) (not yet written), so an\n"
-          "** engine dispatches the tuned kernels with no SQLite at run time. Include it\n"
-          "** in exactly one .c file. Each entry holds its cubin (built for its device's\n"
-          "** architecture) and the cubin's sha256; whether a cubin loads on the GPU at\n"
-          "** hand is the runtime's check. Self-contained: needs only <stddef.h>.\n*/\n"
+          "** The runtime library (kernels/atk.h) reads it: atk_open_table(atk_exported_table(),\n"
+          "** device, flags, &ctx), so an engine dispatches the tuned kernels with no\n"
+          "** SQLite at run time. Include it in exactly one .c file (after atk.h or\n"
+          "** alone). Each entry holds its cubin (built for its device's architecture)\n"
+          "** and the cubin's sha256; the template sources and shared headers the\n"
+          "** entries need are embedded too (as read from the templates folder at\n"
+          "** export), so a cubin that does not load can be rebuilt with NVRTC.\n"
+          "** Self-contained: needs only <stddef.h>.\n*/\n"
           "#ifndef ATK_EXPORTED_TABLE_H\n#define ATK_EXPORTED_TABLE_H\n\n#include <stddef.h>\n\n",
           f);
     fputs(C_TYPES, f);
@@ -315,10 +446,28 @@ static void write_c(FILE *f, const at_table_device *const *sel, size_t n)
             if (!w->cubin_size)
                 continue;
             fprintf(f, "static const unsigned char atk_cubin_%zu[%zu] = {", idx, w->cubin_size);
-            for (size_t b = 0; b < w->cubin_size; b++)
-                fprintf(f, "%s0x%02x,", b % 16 ? " " : "\n    ", ((const unsigned char *)w->cubin)[b]);
+            c_bytes(f, w->cubin, w->cubin_size);
             fputs("\n};\n\n", f);
         }
+    /* sources as bytes (with their NUL): a string literal this long is past
+    ** what ISO C promises a compiler takes */
+    for (int i = 0; i < cs.n; i++) {
+        size_t len = strlen(cs.text[i]) + 1;
+        fprintf(f, "/* %s */\nstatic const unsigned char atk_source_%d[%zu] = {", cs.name[i], i, len);
+        c_bytes(f, (const unsigned char *)cs.text[i], len);
+        fputs("\n};\n\n", f);
+    }
+    fputs("static const atk_table_source atk_table_sources[] = {\n", f);
+    for (int i = 0; i < cs.n; i++) {
+        char sha[65];
+        at_sha256_hex(cs.text[i], strlen(cs.text[i]), sha);
+        fputs("    {.name = ", f);
+        c_string(f, cs.name[i]);
+        fprintf(f, ", .text = (const char *)atk_source_%d, .sha256 = \"%s\"},\n", i, sha);
+    }
+    if (!cs.n)
+        fputs("    {.name = NULL, .text = NULL, .sha256 = NULL}, /* none found at export */\n", f);
+    fputs("};\n\n", f);
     fputs("static const atk_table_device atk_table_devices[] = {\n", f);
     for (size_t i = 0; i < n; i++) {
         const at_device_info *d = &sel[i]->info;
@@ -375,13 +524,15 @@ static void write_c(FILE *f, const at_table_device *const *sel, size_t n)
                 fputs("        .cubin = NULL,\n        .cubin_size = 0,\n", f);
             fputs("        .cubin_sha256 = ", f);
             c_string(f, w->cubin_sha);
-            fputs(",\n    },\n", f);
+            fprintf(f, ",\n        .source = %d,\n    },\n", w->cubin_size ? c_source_index(&cs, w->template_name) : -1);
         }
     fprintf(f,
             "};\n\nstatic const atk_table atk_table_data = {\n    .version = %d,\n"
             "    .devices = atk_table_devices,\n    .ndevices = %zu,\n"
-            "    .entries = atk_table_entries,\n    .nentries = %zu,\n};\n\n",
-            AT_TABLE_VERSION, n, total);
+            "    .entries = atk_table_entries,\n    .nentries = %zu,\n"
+            "    .sources = atk_table_sources,\n    .nsources = %d,\n};\n\n",
+            AT_TABLE_VERSION, n, total, cs.n);
+    c_sources_free(&cs);
     fputs("/* The table in this header (static storage; never freed). */\n"
           "static inline const atk_table *atk_exported_table(void)\n{\n    return &atk_table_data;\n}\n\n"
           "#endif /* ATK_EXPORTED_TABLE_H */\n",

@@ -33,6 +33,16 @@ void at_fill_random(at_dtype dtype, uint16_t *buf, size_t n, uint64_t seed, floa
     }
 }
 
+void at_fill_random_f32(float *buf, size_t n, uint64_t seed, float scale)
+{
+    uint64_t s = seed;
+    for (size_t i = 0; i < n; i++) {
+        double u = (double)(next_u64(&s) >> 11) * (1.0 / 9007199254740992.0);
+        float v = (float)((2.0 * u - 1.0) * scale);
+        buf[i] = v != 0.0f ? v : scale * 0.5f;
+    }
+}
+
 typedef struct ref_job {
     at_dtype dtype;
     int64_t M, K, N, n0, n1;

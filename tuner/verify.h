@@ -9,6 +9,8 @@
 
 /* Uniform values in [-scale, scale], never zero, rounded to dtype. */
 void at_fill_random(at_dtype dtype, uint16_t *buf, size_t n, uint64_t seed, float scale);
+/* Uniform fp32 values in [-scale, scale], never zero, not rounded to 16 bits. */
+void at_fill_random_f32(float *buf, size_t n, uint64_t seed, float scale);
 /* y[m,n] = sum_k x[m,k] W[n,k] in double, on all cores. */
 int at_ref_gemv(at_dtype dtype, int64_t M, int64_t K, int64_t N, const uint16_t *x,
                 const uint16_t *W, double *y);

@@ -1,0 +1,368 @@
+/*
+** model.c — the decode example's model: kernels compiled at start with
+** NVRTC (the tuner's baseline norm kernels from templates/baseline/, and
+** this file's stand-ins), synthetic weights generated on the GPU, and one
+** decode step enqueued in one of three modes. Invariant: every mode runs the
+** same ops on the same buffers in the same order; only the GEMV and norm
+** implementations differ (cuBLAS / unfused chain / naive fused / atk).
+*/
+#include "model.h"
+
+#include <math.h>
+#include <nvrtc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cu_check(CUresult r, const char *what)
+{
+    const char *name = NULL;
+    if (r == CUDA_SUCCESS)
+        return 0;
+    cuGetErrorName(r, &name);
+    fprintf(stderr, "decode: cuda: %s: %s\n", what, name ? name : "?");
+    return 1;
+}
+
+static int blas_check(cublasStatus_t s, const char *what)
+{
+    if (s == CUBLAS_STATUS_SUCCESS)
+        return 0;
+    fprintf(stderr, "decode: cublas: %s: status %d\n", what, (int)s);
+    return 1;
+}
+
+static int atk_check(int st, atk_ctx *ctx, const char *what)
+{
+    if (st == ATK_OK)
+        return 0;
+    fprintf(stderr, "decode: atk: %s: %s (%s)\n", what, atk_errstr(st), atk_errmsg(ctx));
+    return 1;
+}
+
+/* The stand-ins and the weight generator (see README.md). Layout of the
+** full-attention projection: q [0,2048), gate [2048,4096), k [4096,4608),
+** v [4608,5120) (8 query heads and 2 key/value heads of 256). */
+static const char standin_src[] =
+    "#include \"common/dtype.cuh\"\n"
+    "extern \"C\" __global__ void fill_random(at_elem *p, unsigned long long n, unsigned seed, float scale,\n"
+    "                                        float offset)\n"
+    "{\n"
+    "    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;\n"
+    "         i += (unsigned long long)gridDim.x * blockDim.x) {\n"
+    "        unsigned h = (unsigned)i * 2654435761u ^ (unsigned)(i >> 32) * 40503u ^ seed;\n"
+    "        h ^= h >> 16; h *= 0x85ebca6bu; h ^= h >> 13; h *= 0xc2b2ae35u; h ^= h >> 16;\n"
+    "        float u = (float)(h >> 8) * (2.0f / 16777216.0f) - 1.0f;\n"
+    "        p[i] = at_from_float(offset + scale * u);\n"
+    "    }\n"
+    "}\n"
+    "/* attention at the first position: one key, softmax = 1, out = v (GQA) * sigmoid(gate) */\n"
+    "extern \"C\" __global__ void standin_attn(const at_elem *qkvg, at_elem *out)\n"
+    "{\n"
+    "    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);\n"
+    "    if (i >= 2048) return;\n"
+    "    float v = at_to_float(qkvg[4608 + (i / 256 / 4) * 256 + i % 256]);\n"
+    "    float g = at_to_float(qkvg[2048 + i]);\n"
+    "    out[i] = at_from_float(v / (1.0f + __expf(-g)));\n"
+    "}\n"
+    "/* a gated linear recurrence per head (16 heads of 128), state 128x128 fp32:\n"
+    "** S = decay*S + beta*k v^T; out = (q S) * silu(z) */\n"
+    "extern \"C\" __global__ void standin_linear(const at_elem *qkvz, const at_elem *ba, float *state, at_elem *out)\n"
+    "{\n"
+    "    __shared__ float q[128], k[128];\n"
+    "    const int h = (int)blockIdx.x, j = (int)threadIdx.x;\n"
+    "    q[j] = at_to_float(qkvz[h * 128 + j]) * 0.08838835f;\n"
+    "    k[j] = at_to_float(qkvz[2048 + h * 128 + j]) * 0.08838835f;\n"
+    "    __syncthreads();\n"
+    "    float v = at_to_float(qkvz[4096 + h * 128 + j]), z = at_to_float(qkvz[6144 + h * 128 + j]);\n"
+    "    float beta = 1.0f / (1.0f + __expf(-at_to_float(ba[h])));\n"
+    "    float decay = 1.0f / (1.0f + __expf(-at_to_float(ba[16 + h])));\n"
+    "    float *S = state + (long long)h * 128 * 128, acc = 0.0f;\n"
+    "    for (int i = 0; i < 128; i++) {\n"
+    "        float s = decay * S[i * 128 + j] + beta * k[i] * v;\n"
+    "        S[i * 128 + j] = s;\n"
+    "        acc += q[i] * s;\n"
+    "    }\n"
+    "    out[h * 128 + j] = at_from_float(acc * z / (1.0f + __expf(-z)));\n"
+    "}\n"
+    "extern \"C\" __global__ void silu_mul(const at_elem *gu, at_elem *act, int n)\n"
+    "{\n"
+    "    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);\n"
+    "    if (i >= n) return;\n"
+    "    float g = at_to_float(gu[i]), u = at_to_float(gu[n + i]);\n"
+    "    act[i] = at_from_float(g / (1.0f + __expf(-g)) * u);\n"
+    "}\n";
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long n;
+    if (!f)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n)
+        buf[n] = '\0';
+    else if (buf) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    return buf;
+}
+
+/* Compiles `src` (named `name`) with the shared headers for sm_<arch> and
+** loads it into m->mods. */
+static int compile(model *m, const char *templates, const char *name, const char *src, int arch, const char *extra,
+                   CUmodule *out)
+{
+    static const char *const hnames[] = {"common/dtype.cuh", "common/vec.cuh", "common/pdl.cuh", "common/norm.cuh"};
+    char *htext[4] = {NULL, NULL, NULL, NULL}, path[4096], archopt[64];
+    nvrtcProgram prog = NULL;
+    int rc = 1;
+    void *cubin = NULL;
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/%s", templates, hnames[i]);
+        if (!(htext[i] = slurp(path))) {
+            fprintf(stderr, "decode: cannot read %s (use --templates DIR)\n", path);
+            goto done;
+        }
+    }
+    snprintf(archopt, sizeof archopt, "--gpu-architecture=sm_%d", arch);
+    const char *opts[] = {archopt, "-std=c++17", "-DTP_DTYPE=1", "-DTP_WFP32=0", extra};
+    nvrtcResult r = nvrtcCreateProgram(&prog, src, name, 4, (const char *const *)htext, hnames);
+    if (r != NVRTC_SUCCESS) {
+        fprintf(stderr, "decode: nvrtc: nvrtcCreateProgram(%s): %s\n", name, nvrtcGetErrorString(r));
+        goto done;
+    }
+    if ((r = nvrtcCompileProgram(prog, extra ? 5 : 4, opts)) != NVRTC_SUCCESS) {
+        size_t n = 0;
+        nvrtcGetProgramLogSize(prog, &n);
+        char *log = malloc(n + 1);
+        fprintf(stderr, "decode: nvrtc: %s does not compile for sm_%d: %s\n%s\n", name, arch, nvrtcGetErrorString(r),
+                log && nvrtcGetProgramLog(prog, log) == NVRTC_SUCCESS ? log : "(no log)");
+        free(log);
+        goto done;
+    }
+    size_t n = 0;
+    if (nvrtcGetCUBINSize(prog, &n) != NVRTC_SUCCESS || !n || !(cubin = malloc(n)) ||
+        nvrtcGetCUBIN(prog, cubin) != NVRTC_SUCCESS) {
+        fprintf(stderr, "decode: nvrtc: %s: no cubin\n", name);
+        goto done;
+    }
+    if (cu_check(cuModuleLoadData(out, cubin), name))
+        goto done;
+    m->mods[m->nmods++] = *out;
+    rc = 0;
+done:
+    nvrtcDestroyProgram(&prog);
+    free(cubin);
+    for (int i = 0; i < 4; i++)
+        free(htext[i]);
+    return rc;
+}
+
+static int compile_file(model *m, const char *templates, const char *file, int arch, const char *fn, CUfunction *out)
+{
+    char path[4096];
+    CUmodule mod;
+    snprintf(path, sizeof path, "%s/baseline/%s", templates, file);
+    char *src = slurp(path);
+    if (!src) {
+        fprintf(stderr, "decode: cannot read %s (use --templates DIR)\n", path);
+        return 1;
+    }
+    int rc = compile(m, templates, file, src, arch, "-DTP_OP=3", &mod) ||
+             cu_check(cuModuleGetFunction(out, mod, fn), fn);
+    free(src);
+    return rc;
+}
+
+static int alloc(model *m, CUdeviceptr *p, size_t bytes, int weight)
+{
+    if (cu_check(cuMemAlloc(p, bytes), "cuMemAlloc"))
+        return 1;
+    if (weight)
+        m->weight_bytes += bytes;
+    return 0;
+}
+
+static unsigned seed_counter = 1;
+
+/* n bf16 values uniform in offset +- scale. */
+static int fill(model *m, CUdeviceptr p, size_t n, float scale, float offset)
+{
+    unsigned long long nn = n;
+    unsigned seed = seed_counter++ * 0x9e3779b9u;
+    void *args[] = {&p, &nn, &seed, &scale, &offset};
+    return cu_check(cuLaunchKernel(m->k_fill, 1024, 1, 1, 256, 1, 1, 0, m->stream, args, NULL), "fill_random");
+}
+
+/* A weight [N, K] with variance 1/K, so activations keep their scale. */
+static int weight(model *m, CUdeviceptr *p, size_t N, size_t K)
+{
+    return alloc(m, p, N * K * 2, 1) || fill(m, *p, N * K, (float)sqrt(3.0 / (double)K), 0.0f);
+}
+
+int model_init(model *m, const char *templates, int arch)
+{
+    CUmodule mod;
+    if (compile(m, templates, "standin.cu", standin_src, arch, NULL, &mod) ||
+        cu_check(cuModuleGetFunction(&m->k_fill, mod, "fill_random"), "fill_random") ||
+        cu_check(cuModuleGetFunction(&m->k_attn, mod, "standin_attn"), "standin_attn") ||
+        cu_check(cuModuleGetFunction(&m->k_linear, mod, "standin_linear"), "standin_linear") ||
+        cu_check(cuModuleGetFunction(&m->k_silu_mul, mod, "silu_mul"), "silu_mul") ||
+        compile_file(m, templates, "norm_naive.cu", arch, "norm_naive", &m->k_naive) ||
+        compile_file(m, templates, "norm_add.cu", arch, "norm_add", &m->k_add) ||
+        compile_file(m, templates, "norm_cast_f32.cu", arch, "norm_cast_f32", &m->k_cast_f32) ||
+        compile_file(m, templates, "norm_square.cu", arch, "norm_square", &m->k_square) ||
+        compile_file(m, templates, "norm_mean.cu", arch, "norm_mean", &m->k_mean) ||
+        compile_file(m, templates, "norm_rsqrt_eps.cu", arch, "norm_rsqrt_eps", &m->k_rsqrt) ||
+        compile_file(m, templates, "norm_mul_rows.cu", arch, "norm_mul_rows", &m->k_mul_rows) ||
+        compile_file(m, templates, "norm_mul_weight.cu", arch, "norm_mul_weight", &m->k_mul_weight) ||
+        compile_file(m, templates, "norm_cast_back.cu", arch, "norm_cast_back", &m->k_cast_back))
+        return 1;
+    for (int l = 0; l < LAYERS; l++) {
+        layer *L = &m->layers[l];
+        L->linear = l % 4 != 3; /* three linear-attention layers, then one full */
+        if (weight(m, &L->w_in, L->linear ? QKVZ : QKVG, HIDDEN) || weight(m, &L->w_out, HIDDEN, HIDDEN) ||
+            weight(m, &L->w_gate_up, 2 * INTER, HIDDEN) || weight(m, &L->w_down, HIDDEN, INTER) ||
+            alloc(m, &L->norm1, HIDDEN * 2, 1) || fill(m, L->norm1, HIDDEN, 0.1f, 0.0f) ||
+            alloc(m, &L->norm2, HIDDEN * 2, 1) || fill(m, L->norm2, HIDDEN, 0.1f, 0.0f))
+            return 1;
+        if (L->linear && (weight(m, &L->w_ba, BA, HIDDEN) ||
+                          alloc(m, &L->state, (size_t)LHEADS * LDIM * LDIM * 4, 0)))
+            return 1;
+    }
+    if (weight(m, &m->w_lm, VOCAB, HIDDEN) || alloc(m, &m->norm_final, HIDDEN * 2, 1) ||
+        fill(m, m->norm_final, HIDDEN, 0.1f, 0.0f) || alloc(m, &m->embed, HIDDEN * 2, 0) ||
+        fill(m, m->embed, HIDDEN, 1.0f, 0.0f))
+        return 1;
+    const size_t big = 2 * INTER > QKVZ ? 2 * INTER : QKVZ;
+    if (alloc(m, &m->delta, HIDDEN * 2, 0) || alloc(m, &m->residual, HIDDEN * 2, 0) ||
+        alloc(m, &m->normed, HIDDEN * 2, 0) || alloc(m, &m->big, big * 2, 0) || alloc(m, &m->act, INTER * 2, 0) ||
+        alloc(m, &m->out, HIDDEN * 2, 0) || alloc(m, &m->logits, (size_t)VOCAB * 2, 0))
+        return 1;
+    CUdeviceptr *f[] = {&m->f_x, &m->f_sq, &m->f_xn, &m->f_yw};
+    for (int i = 0; i < 4; i++)
+        if (alloc(m, f[i], HIDDEN * 4, 0))
+            return 1;
+    if (alloc(m, &m->f_ms, 256, 0) || alloc(m, &m->f_rs, 256, 0))
+        return 1;
+    return model_reset_state(m) || cu_check(cuStreamSynchronize(m->stream), "weights");
+}
+
+int model_reset_state(model *m)
+{
+    for (int l = 0; l < LAYERS; l++)
+        if (m->layers[l].linear &&
+            cu_check(cuMemsetD32Async(m->layers[l].state, 0, (size_t)LHEADS * LDIM * LDIM, m->stream), "memset"))
+            return 1;
+    return 0;
+}
+
+void model_free(model *m)
+{
+    CUdeviceptr all[] = {m->w_lm, m->norm_final, m->embed, m->delta, m->residual, m->normed, m->big, m->act,
+                         m->out, m->logits, m->f_x, m->f_sq, m->f_ms, m->f_rs, m->f_xn, m->f_yw};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i])
+            cuMemFree(all[i]);
+    for (int l = 0; l < LAYERS; l++) {
+        layer *L = &m->layers[l];
+        CUdeviceptr w[] = {L->w_in, L->w_out, L->w_ba, L->w_gate_up, L->w_down, L->norm1, L->norm2, L->state};
+        for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+            if (w[i])
+                cuMemFree(w[i]);
+    }
+    for (int i = 0; i < m->nmods; i++)
+        cuModuleUnload(m->mods[i]);
+}
+
+/* --------------------------------------------------------------- a step */
+
+static int launch(model *m, CUfunction fn, unsigned grid, unsigned block, void **args)
+{
+    return cu_check(cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, m->stream, args, NULL), "cuLaunchKernel");
+}
+
+/* y[N] = W[N,K] . x[K] */
+static int gemv(model *m, enum mode mode, CUdeviceptr x, CUdeviceptr W, CUdeviceptr y, int K, int N)
+{
+    if (mode == MODE_ATK)
+        return atk_check(atk_gemv(m->atk, (atk_stream)m->stream, ATK_BF16, 1, K, N, (void *)x, (void *)W, (void *)y),
+                         m->atk, "atk_gemv");
+    const float one = 1.0f, zero = 0.0f; /* tuner/bench.c's baseline call */
+    return blas_check(cublasGemmEx(m->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, 1, K, &one, (const void *)W, CUDA_R_16BF,
+                                   K, (const void *)x, CUDA_R_16BF, K, &zero, (void *)y, CUDA_R_16BF, N,
+                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                      "cublasGemmEx");
+}
+
+/* residual += x (rounded); y = rmsnorm(residual) * (1 + w) */
+static int norm(model *m, enum mode mode, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y)
+{
+    float eps = 1e-6f;
+    int T = 1, H = HIDDEN;
+    long long n = HIDDEN;
+    if (mode == MODE_ATK)
+        return atk_check(atk_add_gemma_rmsnorm(m->atk, (atk_stream)m->stream, ATK_BF16, T, H, (void *)x,
+                                               (void *)m->residual, (void *)w, (void *)y, eps),
+                         m->atk, "atk_add_gemma_rmsnorm");
+    if (mode == MODE_CUBLAS_NAIVE) {
+        void *a[] = {&x, &m->residual, &w, &y, &T, &H, &eps};
+        return launch(m, m->k_naive, 1, 256, a);
+    }
+    /* the unfused chain, one elementary op per kernel (templates/baseline/) */
+    unsigned g = (unsigned)((n + 1023) / 1024);
+    long long nt = T;
+    void *a1[] = {&x, &m->residual, &n}, *a2[] = {&m->residual, &m->f_x, &n}, *a3[] = {&m->f_x, &m->f_sq, &n},
+         *a4[] = {&m->f_sq, &m->f_ms, &T, &H}, *a5[] = {&m->f_ms, &m->f_rs, &nt, &eps},
+         *a6[] = {&m->f_x, &m->f_rs, &m->f_xn, &n, &H}, *a7[] = {&m->f_xn, &w, &m->f_yw, &n, &H},
+         *a8[] = {&m->f_yw, &y, &n};
+    return launch(m, m->k_add, g, 256, a1) || launch(m, m->k_cast_f32, g, 256, a2) ||
+           launch(m, m->k_square, g, 256, a3) || launch(m, m->k_mean, (unsigned)T, 256, a4) ||
+           launch(m, m->k_rsqrt, 1, 256, a5) || launch(m, m->k_mul_rows, g, 256, a6) ||
+           launch(m, m->k_mul_weight, g, 256, a7) || launch(m, m->k_cast_back, g, 256, a8);
+}
+
+#define ON(k) (mask & (1u << (k)))
+
+int model_step(model *m, enum mode mode, unsigned mask)
+{
+    /* a fresh token: residual = 0, the first norm adds the embedding */
+    if (cu_check(cuMemsetD16Async(m->residual, 0, HIDDEN, m->stream), "memset") ||
+        cu_check(cuMemcpyDtoDAsync(m->delta, m->embed, HIDDEN * 2, m->stream), "copy"))
+        return 1;
+    CUdeviceptr ba = m->act; /* the 32 beta/decay values, before act is used */
+    for (int l = 0; l < LAYERS; l++) {
+        layer *L = &m->layers[l];
+        if (ON(K_NORM) && norm(m, mode, m->delta, L->norm1, m->normed))
+            return 1;
+        if (L->linear) {
+            if ((ON(K_QKVZ) && gemv(m, mode, m->normed, L->w_in, m->big, HIDDEN, QKVZ)) ||
+                (ON(K_BA) && gemv(m, mode, m->normed, L->w_ba, ba, HIDDEN, BA)))
+                return 1;
+            void *a[] = {&m->big, &ba, &L->state, &m->out};
+            if (ON(K_LINEAR) && launch(m, m->k_linear, LHEADS, LDIM, a))
+                return 1;
+        } else {
+            if (ON(K_QKVG) && gemv(m, mode, m->normed, L->w_in, m->big, HIDDEN, QKVG))
+                return 1;
+            void *a[] = {&m->big, &m->out};
+            if (ON(K_ATTN) && launch(m, m->k_attn, HIDDEN / 256, 256, a))
+                return 1;
+        }
+        if ((ON(K_ATTN_O) && gemv(m, mode, m->out, L->w_out, m->delta, HIDDEN, HIDDEN)) ||
+            (ON(K_NORM) && norm(m, mode, m->delta, L->norm2, m->normed)) ||
+            (ON(K_GATE_UP) && gemv(m, mode, m->normed, L->w_gate_up, m->big, HIDDEN, 2 * INTER)))
+            return 1;
+        int inter = INTER;
+        void *a[] = {&m->big, &m->act, &inter};
+        if ((ON(K_SILU_MUL) && launch(m, m->k_silu_mul, INTER / 256, 256, a)) ||
+            (ON(K_DOWN) && gemv(m, mode, m->act, L->w_down, m->delta, INTER, HIDDEN)))
+            return 1;
+    }
+    return (ON(K_NORM) && norm(m, mode, m->delta, m->norm_final, m->normed)) ||
+           (ON(K_LM_HEAD) && gemv(m, mode, m->normed, m->w_lm, m->logits, HIDDEN, VOCAB));
+}

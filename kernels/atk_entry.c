@@ -1,0 +1,214 @@
+/*
+** atk_entry.c — what a loaded winner is to the runtime: its op, dtype and
+** shape parsed from the key, its strategy recognised by kernel name, its
+** TP_* parameters, and the launch geometry of its kernel for any shape.
+** [LAUNCH_GEOMETRY] The grid/block rules below copy search/gemv.lua and
+** search/<norm op>.lua (their grid and block functions): change both
+** together. An entry whose stored geometry does not recompute is used for
+** its own shape only, so a drifted copy cannot launch a wrong grid.
+*/
+#include "atk_internal.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A decimal in 1..INT_MAX, no sign, no leading zero; advances *s. */
+static int parse_dim(const char **s, int *out)
+{
+    const char *p = *s;
+    long long v = 0;
+    if (*p < '1' || *p > '9')
+        return 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        v = v * 10 + (*p - '0');
+        if (v > INT_MAX)
+            return 0;
+    }
+    *out = (int)v;
+    *s = p;
+    return 1;
+}
+
+/* "MxKxN" (rank 3) or "TxH" (rank 2), canonical only. */
+static int parse_shape(const char *text, int rank, int d[3])
+{
+    const char *p = text;
+    d[2] = 0;
+    for (int i = 0; i < rank; i++) {
+        if (i && *p++ != 'x')
+            return 0;
+        if (!parse_dim(&p, &d[i]))
+            return 0;
+    }
+    return *p == '\0';
+}
+
+/* "TP_A=1 TP_B=2": the values atk reads; others are ignored. */
+static int parse_params(const char *text, atk_params *p)
+{
+    static const struct {
+        const char *name;
+        size_t off;
+    } known[] = {
+        {"TP_VEC", offsetof(atk_params, vec)},
+        {"TP_WARPS", offsetof(atk_params, warps)},
+        {"TP_ROWS", offsetof(atk_params, rows)},
+        {"TP_WPR", offsetof(atk_params, wpr)},
+        {"TP_THREADS_PER_ROW", offsetof(atk_params, tpr)},
+        {"TP_ROWS_PER_BLOCK", offsetof(atk_params, rpb)},
+        {"TP_THREADS", offsetof(atk_params, threads)},
+        {"TP_SPLIT", offsetof(atk_params, split)},
+        {"TP_PDL", offsetof(atk_params, pdl)},
+        {"TP_OP", offsetof(atk_params, op)},
+        {"TP_WFP32", offsetof(atk_params, wfp32)},
+        {"TP_DTYPE", offsetof(atk_params, dtype)},
+    };
+    memset(p, 0, sizeof *p);
+    for (const char *s = text; *s;) {
+        while (*s == ' ')
+            s++;
+        if (!*s)
+            break;
+        const char *eq = strchr(s, '='), *end = strchr(s, ' ');
+        if (!end)
+            end = s + strlen(s);
+        if (!eq || eq > end)
+            return 0;
+        char *num_end;
+        long v = strtol(eq + 1, &num_end, 10);
+        if (num_end != end || v < INT_MIN || v > INT_MAX)
+            return 0;
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+            if ((size_t)(eq - s) == strlen(known[i].name) && !strncmp(s, known[i].name, (size_t)(eq - s)))
+                *(int *)((char *)p + known[i].off) = (int)v;
+        s = end;
+    }
+    return 1;
+}
+
+static int cdiv(int a, int b) { return (int)(((long long)a + b - 1) / b); }
+
+int atk__entry_geometry(const atk_entry *e, int M, int K, int N, unsigned grid[3], unsigned block[3])
+{
+    const atk_params *p = &e->p;
+    int bn, threads;
+    if (M < 1 || K < 1 || p->vec < 1 || K % p->vec != 0) /* vec_divides_k / vec_divides_h */
+        return 0;
+    switch (e->strategy) {
+    case ATK_S_GEMV_WARP_ROW: /* grid {cdiv(N, W*R), M, 1}, block {32 W} */
+    case ATK_S_GEMV_SPLITK:   /* grid {cdiv(N, W/WPR*R), M, 1}, block {32 W} */
+        if (N < 1 || M > 65535 || p->warps < 1 || p->rows < 1)
+            return 0;
+        if (e->strategy == ATK_S_GEMV_SPLITK && (p->wpr < 1 || p->warps % p->wpr))
+            return 0;
+        bn = e->strategy == ATK_S_GEMV_SPLITK ? p->warps / p->wpr * p->rows : p->warps * p->rows;
+        grid[0] = (unsigned)cdiv(N, bn), grid[1] = (unsigned)M, grid[2] = 1;
+        block[0] = 32u * (unsigned)p->warps, block[1] = block[2] = 1;
+        return 1;
+    case ATK_S_NORM_WARP_ROWS: /* grid {cdiv(T, RPB)}, block {TPR * RPB} */
+        if (p->tpr < 1 || p->rpb < 1 || (threads = p->tpr * p->rpb) > 1024 || threads % 32)
+            return 0;
+        grid[0] = (unsigned)cdiv(M, p->rpb), grid[1] = grid[2] = 1;
+        block[0] = (unsigned)threads, block[1] = block[2] = 1;
+        return 1;
+    case ATK_S_NORM_BLOCK_ROW: /* grid {T}, block {THREADS} */
+        if (p->threads < 32 || p->threads > 1024)
+            return 0;
+        grid[0] = (unsigned)M, grid[1] = grid[2] = 1;
+        block[0] = (unsigned)p->threads, block[1] = block[2] = 1;
+        return 1;
+    case ATK_S_NORM_SPLIT_ROW: /* grid {SPLIT, T}, block {THREADS} */
+        if (p->split < 1 || M > 65535 || p->threads < 32 || p->threads > 1024)
+            return 0;
+        grid[0] = (unsigned)p->split, grid[1] = (unsigned)M, grid[2] = 1;
+        block[0] = (unsigned)p->threads, block[1] = block[2] = 1;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+int atk__entry_init(atk_entry *e, const atk_row *r, char *why, size_t len)
+{
+    static const struct {
+        const char *kernel;
+        int strategy, gemv;
+    } kernels[] = {
+        {"gemv_warp_row", ATK_S_GEMV_WARP_ROW, 1},   {"gemv_splitk", ATK_S_GEMV_SPLITK, 1},
+        {"norm_warp_rows", ATK_S_NORM_WARP_ROWS, 0}, {"norm_block_row", ATK_S_NORM_BLOCK_ROW, 0},
+        {"norm_split_row", ATK_S_NORM_SPLIT_ROW, 0},
+    };
+    int d[3];
+    memset(e, 0, sizeof *e);
+    if ((e->op = atk__op_parse(r->op)) < 0) {
+        snprintf(why, len, "op '%s' is not one atk launches", r->op);
+        return 0;
+    }
+    if ((e->dtype = atk__dtype_parse(r->dtype)) < 0) {
+        snprintf(why, len, "dtype '%s' is not one atk launches", r->dtype);
+        return 0;
+    }
+    if (!parse_shape(r->shape, e->op == ATK_OP_GEMV ? 3 : 2, d)) {
+        snprintf(why, len, "shape '%s' is not a canonical %s", r->shape, e->op == ATK_OP_GEMV ? "MxKxN" : "TxH");
+        return 0;
+    }
+    e->M = d[0], e->K = d[1], e->N = d[2];
+    snprintf(e->strategy_name, sizeof e->strategy_name, "%s", r->strategy);
+    snprintf(e->kernel, sizeof e->kernel, "%s", r->kernel);
+    snprintf(e->params, sizeof e->params, "%s", r->params);
+    snprintf(e->shape, sizeof e->shape, "%s", r->shape);
+    memcpy(e->grid, r->grid, sizeof e->grid);
+    memcpy(e->block, r->block, sizeof e->block);
+    e->smem = r->smem;
+    /* the baseline won: launch it. For norms the tuner stores that answer
+    ** as strategy "naive" with the norm_naive cubin, the same source as
+    ** atk's built-in fallback, so the built-in one serves it (no second
+    ** module; fp32-weight rows are refused below). [NAIVE_WINNER]
+    ** tuner/op_norm.c writes it. */
+    if ((!r->kernel[0] && !r->cubin_size) ||
+        (e->op != ATK_OP_GEMV && !strcmp(r->strategy, "naive") && !strstr(r->params, "TP_WFP32=1"))) {
+        e->strategy = ATK_S_BASELINE;
+        e->pdl = 0;
+        return 1;
+    }
+    if (!parse_params(r->params, &e->p)) {
+        snprintf(why, len, "params '%s' are not TP_NAME=integer pairs", r->params);
+        return 0;
+    }
+    e->pdl = e->p.pdl != 0;
+    if (!r->kernel[0] || !r->cubin_size) {
+        snprintf(why, len, "%s without %s", r->kernel[0] ? "a kernel" : "a cubin",
+                 r->kernel[0] ? "a cubin" : "an entry point");
+        return 0;
+    }
+    if (!r->grid[0] || !r->grid[1] || !r->grid[2] || !r->block[0] || !r->block[1] || !r->block[2]) {
+        snprintf(why, len, "launch shape has a zero dimension");
+        return 0;
+    }
+    e->strategy = ATK_S_UNKNOWN;
+    for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++)
+        if (!strcmp(r->kernel, kernels[i].kernel) && kernels[i].gemv == (e->op == ATK_OP_GEMV))
+            e->strategy = kernels[i].strategy;
+    if (e->op != ATK_OP_GEMV && e->p.wfp32) {
+        snprintf(why, len, "fp32 norm weights (TP_WFP32=1): atk's norm calls take weights of the element dtype");
+        return 0;
+    }
+    if (e->op != ATK_OP_GEMV && e->strategy != ATK_S_UNKNOWN && e->p.op != e->op - 1) {
+        snprintf(why, len, "TP_OP=%d is not %s", e->p.op, atk_op_name(e->op));
+        return 0;
+    }
+    unsigned g[3], b[3];
+    /* a kernel atk knows must be valid for its own shape (TP_VEC divides K
+    ** or H, ...): the tuner never stores one that is not, and launching it
+    ** would read misaligned vectors (a sticky error) */
+    if (e->strategy != ATK_S_UNKNOWN && !atk__entry_geometry(e, e->M, e->K, e->N, g, b)) {
+        snprintf(why, len, "%s with %s is not valid for its own shape (TP_VEC=%d must divide %s; warps, rows, "
+                 "threads in range)", r->kernel, r->params, e->p.vec, e->op == ATK_OP_GEMV ? "K" : "H");
+        return 0;
+    }
+    e->inferable = e->strategy != ATK_S_UNKNOWN && !memcmp(g, e->grid, sizeof g) && !memcmp(b, e->block, sizeof b) &&
+                   e->smem == 0;
+    return 1;
+}

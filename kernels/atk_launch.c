@@ -1,0 +1,291 @@
+/*
+** atk_launch.c — the five calls an engine makes per step. Each validates its
+** arguments, asks atk_lookup.c which kernel serves the shape, counts the
+** answer, and enqueues one launch: a tuned or inferred kernel (with PDL
+** when it was tuned with TP_PDL=1), cuBLAS for a GEMV fallback, the built-in
+** naive fused kernel for a norm fallback. Nothing here allocates, waits,
+** loads or compiles, so the calls are safe in CUDA graph capture; the only
+** shared mutable state is atomic (counters, memo, cuBLAS handle claims).
+*/
+#include "atk_internal.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <string.h>
+
+#define INC(field) atomic_fetch_add_explicit(&(field), 1, memory_order_relaxed)
+
+/* Makes the context current on this thread if it is not; *pushed says so. */
+static int enter(atk_ctx *ctx, int *pushed)
+{
+    CUcontext cur = NULL;
+    *pushed = 0;
+    if (ctx->cu.cuCtxGetCurrent_(&cur) == CUDA_SUCCESS && cur == ctx->cuctx)
+        return ATK_OK;
+    int st = atk__cuda_check(ctx, &ctx->cu, ctx->cu.cuCtxPushCurrent_(ctx->cuctx), "cuCtxPushCurrent");
+    *pushed = st == ATK_OK;
+    return st;
+}
+
+static void leave(atk_ctx *ctx, int pushed)
+{
+    CUcontext c;
+    if (pushed)
+        ctx->cu.cuCtxPopCurrent_(&c);
+}
+
+static int launch(atk_ctx *ctx, CUfunction fn, const char *name, const unsigned grid[3], const unsigned block[3],
+                  unsigned smem, int pdl, CUstream stream, void **args)
+{
+    char what[96];
+    CUresult r;
+    if (pdl) {
+        /* may start while the previous kernel drains; the kernel waits
+        ** (griddepcontrol.wait) before it reads its inputs or writes */
+        CUlaunchAttribute attr;
+        memset(&attr, 0, sizeof attr);
+        attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        CUlaunchConfig cfg = {.gridDimX = grid[0], .gridDimY = grid[1], .gridDimZ = grid[2], .blockDimX = block[0],
+                              .blockDimY = block[1], .blockDimZ = block[2], .sharedMemBytes = smem,
+                              .hStream = stream, .attrs = &attr, .numAttrs = 1};
+        r = ctx->cu.cuLaunchKernelEx_(&cfg, fn, args, NULL);
+    } else {
+        r = ctx->cu.cuLaunchKernel_(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], smem, stream, args,
+                                    NULL);
+    }
+    if (r == CUDA_SUCCESS)
+        return ATK_OK;
+    snprintf(what, sizeof what, "%s %s (grid %u,%u,%u block %u)", pdl ? "cuLaunchKernelEx" : "cuLaunchKernel", name,
+             grid[0], grid[1], grid[2], block[0]);
+    return atk__cuda_check(ctx, &ctx->cu, r, what);
+}
+
+/* A preallocated cuBLAS handle, claimed with a test-and-set: the one bound
+** to this stream, else an unbound one (bound to it now), else any (used
+** without workspace). *own says whether its workspace is this stream's.
+** CU_STREAM_PER_THREAD (= cudaStreamPerThread) is one handle value for a
+** different stream in every thread: it never owns a workspace. */
+static atk_blas *blas_claim(atk_ctx *ctx, CUstream stream, int *own)
+{
+    const uintptr_t key = (uintptr_t)stream * 2u + 1u; /* never 0, also for the NULL stream */
+    const int first_pass = stream == CU_STREAM_PER_THREAD ? 2 : 0;
+    for (unsigned spin = 0;; spin++) {
+        for (int pass = first_pass; pass < 3; pass++)
+            for (int i = 0; i < ATK_BLAS_HANDLES; i++) {
+                atk_blas *b = &ctx->blas[i];
+                uintptr_t bound = atomic_load_explicit(&b->bound, memory_order_relaxed);
+                if ((pass == 0 && bound != key) || (pass == 1 && bound != 0))
+                    continue;
+                if (atomic_flag_test_and_set_explicit(&b->busy, memory_order_acquire))
+                    continue;
+                if (pass == 1 && !b->has_bound) { /* still unbound under the claim: take it */
+                    b->has_bound = 1;
+                    atomic_store_explicit(&b->bound, key, memory_order_relaxed);
+                }
+                *own = !first_pass && atomic_load_explicit(&b->bound, memory_order_relaxed) == key;
+                return b;
+            }
+        if (spin > 16)
+            sched_yield(); /* more threads than handles: wait for one */
+    }
+}
+
+static int gemv_cublas(atk_ctx *ctx, CUstream stream, int dtype, int M, int K, int N, const void *x, const void *W,
+                       void *y)
+{
+    int own = 0;
+    atk_blas *b = blas_claim(ctx, stream, &own);
+    cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+    const char *what = "cublasSetStream";
+    /* cublasSetStream resets the workspace to cuBLAS's own pool (which
+    ** would allocate during capture): set ours, or none, right after it */
+    if (!b->stream_set || b->stream != stream || b->ws_set != own) {
+        s = cublasSetStream(b->h, stream);
+        if (s == CUBLAS_STATUS_SUCCESS) {
+            what = "cublasSetWorkspace";
+            s = own ? cublasSetWorkspace(b->h, (void *)(uintptr_t)b->workspace, ATK_BLAS_WORKSPACE)
+                    : cublasSetWorkspace(b->h, NULL, 0);
+        }
+        b->stream_set = s == CUBLAS_STATUS_SUCCESS;
+        b->stream = stream;
+        b->ws_set = own;
+    }
+    if (s == CUBLAS_STATUS_SUCCESS) {
+        /* the tuner's baseline call (tuner/bench.c): column-major
+        ** y^T[N,M] = W[N,K] . x^T[K,M], W a K x N column-major matrix */
+        const float one = 1.0f, zero = 0.0f;
+        cudaDataType t = dtype == ATK_FP16 ? CUDA_R_16F : CUDA_R_16BF;
+        what = "cublasGemmEx";
+        s = cublasGemmEx(b->h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, W, t, K, x, t, K, &zero, y, t, N,
+                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    }
+    atomic_flag_clear_explicit(&b->busy, memory_order_release);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return atk__fail(ctx, ATK_ERR_CUDA, "cublas: %s: status %d", what, (int)s);
+    return ATK_OK;
+}
+
+/* Argument checks shared by the calls; counts a rejected call. */
+static int bad(atk_ctx *ctx, int op, const char *why)
+{
+    INC(ctx->count[op].rejected);
+    return atk__fail(ctx, ATK_ERR_USAGE, "atk_%s: %s", atk_op_name(op), why);
+}
+
+/* 1 when every pointer is aligned to the kernel's vector loads (TP_VEC
+** elements of 2 bytes); the tuner's buffers came from cuMemAlloc, an
+** engine's may be offsets into a larger one. */
+static int aligned(const atk_entry *e, const void *a, const void *b, const void *c, const void *d)
+{
+    uintptr_t mask = (uintptr_t)(e->p.vec > 0 ? 2 * e->p.vec : 2) - 1;
+    return !(((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d) & mask);
+}
+
+/* The lookup's answer, demoted to fallback when the pointers do not suit
+** the kernel (not in dry contexts: their pointers are never used); counted;
+** ATK_ERR_MISS in strict mode for anything but an exact tuned entry. */
+static int choose(atk_ctx *ctx, int op, int dtype, int M, int K, int N, const void *const ptr[4], int *entry,
+                  int *path)
+{
+    atk_counters *c = &ctx->count[op];
+    int demoted = 0;
+    *entry = atk__lookup(ctx, op, dtype, M, K, N, path);
+    if (*entry >= 0 && !ctx->dry && ctx->entries[*entry].strategy != ATK_S_BASELINE &&
+        !aligned(&ctx->entries[*entry], ptr[0], ptr[1], ptr[2], ptr[3])) {
+        *entry = -1;
+        *path = ATK_PATH_FALLBACK;
+        demoted = 1;
+    }
+    if ((ctx->flags & ATK_STRICT) && *path != ATK_PATH_TUNED) {
+        INC(c->missed);
+        return atk__fail(ctx, ATK_ERR_MISS, "atk_%s %s %dx%d%s%.0d: no tuned entry%s (strict mode)", atk_op_name(op),
+                         dtype == ATK_BF16 ? "bf16" : "fp16", M, K, N ? "x" : "", N,
+                         demoted ? " for these pointers' alignment" : "");
+    }
+    if (*path == ATK_PATH_TUNED)
+        INC(c->tuned);
+    else if (*path == ATK_PATH_INFERRED)
+        INC(c->inferred);
+    else
+        INC(c->fallback);
+    return ATK_OK;
+}
+
+int atk_gemv(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N, const void *x,
+             const void *W, void *y)
+{
+    int entry, path, st, pushed;
+    if (!ctx)
+        return atk__fail(NULL, ATK_ERR_USAGE, "atk_gemv: NULL context");
+    INC(ctx->count[ATK_OP_GEMV].calls);
+    if (dtype != ATK_BF16 && dtype != ATK_FP16)
+        return bad(ctx, ATK_OP_GEMV, "dtype must be ATK_BF16 or ATK_FP16");
+    if (M < 1 || K < 1 || N < 1 || M > INT32_MAX || K > INT32_MAX || N > INT32_MAX)
+        return bad(ctx, ATK_OP_GEMV, "M, K and N must lie in 1..INT_MAX");
+    if (!ctx->dry && (!x || !W || !y))
+        return bad(ctx, ATK_OP_GEMV, "NULL x, W or y");
+    const void *const ptr[4] = {x, W, x, W}; /* y is written one element at a time */
+    if ((st = choose(ctx, ATK_OP_GEMV, dtype, (int)M, (int)K, (int)N, ptr, &entry, &path)) != ATK_OK)
+        return st;
+    if (ctx->dry) {
+        atk__clear(ctx);
+        return ATK_OK;
+    }
+    if ((st = enter(ctx, &pushed)) != ATK_OK)
+        return st;
+    const atk_entry *e = entry >= 0 ? &ctx->entries[entry] : NULL;
+    CUstream s = (CUstream)stream;
+    if (!e || e->strategy == ATK_S_BASELINE) {
+        st = gemv_cublas(ctx, s, dtype, (int)M, (int)K, (int)N, x, W, y);
+    } else {
+        unsigned grid[3], block[3];
+        CUdeviceptr dx = (CUdeviceptr)(uintptr_t)x, dw = (CUdeviceptr)(uintptr_t)W, dy = (CUdeviceptr)(uintptr_t)y;
+        int m = (int)M, k = (int)K, n = (int)N;
+        void *args[] = {&dx, &dw, &dy, &m, &k, &n};
+        if (path == ATK_PATH_TUNED) {
+            memcpy(grid, e->grid, sizeof grid);
+            memcpy(block, e->block, sizeof block);
+        } else {
+            atk__entry_geometry(e, m, k, n, grid, block);
+        }
+        st = launch(ctx, e->fn, e->kernel, grid, block, e->smem, e->pdl, s, args);
+    }
+    leave(ctx, pushed);
+    if (st == ATK_OK)
+        atk__clear(ctx);
+    return st;
+}
+
+/* The RMSNorm family: (x, residual, w, y, T, H, eps), as every norm template. */
+static int norm(atk_ctx *ctx, int op, atk_stream stream, int dtype, int64_t T, int64_t H, const void *x,
+                void *residual, const void *w, void *y, float eps)
+{
+    int entry, path, st, pushed, add = op == ATK_OP_ADD_RMSNORM || op == ATK_OP_ADD_GEMMA_RMSNORM;
+    if (!ctx)
+        return atk__fail(NULL, ATK_ERR_USAGE, "atk_%s: NULL context", atk_op_name(op));
+    INC(ctx->count[op].calls);
+    if (dtype != ATK_BF16 && dtype != ATK_FP16)
+        return bad(ctx, op, "dtype must be ATK_BF16 or ATK_FP16");
+    if (T < 1 || H < 1 || T > INT32_MAX || H > INT32_MAX)
+        return bad(ctx, op, "T and H must lie in 1..INT_MAX");
+    if (!(eps >= 0.0f))
+        return bad(ctx, op, "eps must be a number >= 0");
+    if (!ctx->dry && (!x || !w || !y || (add && !residual)))
+        return bad(ctx, op, add ? "NULL x, residual, w or y" : "NULL x, w or y");
+    const void *const ptr[4] = {x, add ? residual : x, w, y};
+    if ((st = choose(ctx, op, dtype, (int)T, (int)H, 0, ptr, &entry, &path)) != ATK_OK)
+        return st;
+    if (ctx->dry) {
+        atk__clear(ctx);
+        return ATK_OK;
+    }
+    if ((st = enter(ctx, &pushed)) != ATK_OK)
+        return st;
+    const atk_entry *e = entry >= 0 ? &ctx->entries[entry] : NULL;
+    CUdeviceptr dx = (CUdeviceptr)(uintptr_t)x, dr = (CUdeviceptr)(uintptr_t)residual,
+                dw = (CUdeviceptr)(uintptr_t)w, dy = (CUdeviceptr)(uintptr_t)y;
+    int t = (int)T, h = (int)H;
+    void *args[] = {&dx, &dr, &dw, &dy, &t, &h, &eps};
+    unsigned grid[3] = {(unsigned)t, 1, 1}, block[3] = {256, 1, 1};
+    if (!e || e->strategy == ATK_S_BASELINE) {
+        st = launch(ctx, ctx->naive_fn[op][dtype - 1], "norm_naive", grid, block, 0, 0, (CUstream)stream, args);
+    } else {
+        if (path == ATK_PATH_TUNED) {
+            memcpy(grid, e->grid, sizeof grid);
+            memcpy(block, e->block, sizeof block);
+        } else {
+            atk__entry_geometry(e, t, h, 0, grid, block);
+        }
+        st = launch(ctx, e->fn, e->kernel, grid, block, e->smem, e->pdl, (CUstream)stream, args);
+    }
+    leave(ctx, pushed);
+    if (st == ATK_OK)
+        atk__clear(ctx);
+    return st;
+}
+
+int atk_rmsnorm(atk_ctx *ctx, atk_stream stream, int dtype, int64_t T, int64_t H, const void *x, const void *w,
+                void *y, float eps)
+{
+    return norm(ctx, ATK_OP_RMSNORM, stream, dtype, T, H, x, NULL, w, y, eps);
+}
+
+int atk_add_rmsnorm(atk_ctx *ctx, atk_stream stream, int dtype, int64_t T, int64_t H, const void *x,
+                    void *residual, const void *w, void *y, float eps)
+{
+    return norm(ctx, ATK_OP_ADD_RMSNORM, stream, dtype, T, H, x, residual, w, y, eps);
+}
+
+int atk_gemma_rmsnorm(atk_ctx *ctx, atk_stream stream, int dtype, int64_t T, int64_t H, const void *x,
+                      const void *w, void *y, float eps)
+{
+    return norm(ctx, ATK_OP_GEMMA_RMSNORM, stream, dtype, T, H, x, NULL, w, y, eps);
+}
+
+int atk_add_gemma_rmsnorm(atk_ctx *ctx, atk_stream stream, int dtype, int64_t T, int64_t H, const void *x,
+                          void *residual, const void *w, void *y, float eps)
+{
+    return norm(ctx, ATK_OP_ADD_GEMMA_RMSNORM, stream, dtype, T, H, x, residual, w, y, eps);
+}

@@ -1,0 +1,200 @@
+/*
+** gemv/gemv_mma.cu — y[m,n] = sum_k x[m,k] * W[n,k] for a few tokens (M =
+** 2..16) on tensor cores, reading each weight once for all of them.
+** "Swap AB": each mma.sync.m16n8k16 multiplies 16 rows of W (the MMA's M
+** side) by 8 tokens of x (its N side; tokens past M are zeros, never
+** read), fp32 accumulate. Operands come straight from global memory in
+** k-groups (common/mma.cuh: the k axis is permuted so each thread's piece
+** of a row is contiguous). A warp owns TP_MT tiles of 16 rows and TP_NT
+** tiles of 8 tokens; TP_WPR warps split each row group's K, meeting in
+** shared memory. Grid: (ceil(N / block_n), ceil(M / (8*TP_NT))). Any K, N
+** (K % TP_VEC == 0) and any M. sm_80+. Not yet run on a GPU.
+**
+** Parameters (legal values):
+**   TP_WARPS   warps per block: 1, 2, 4, 8, 16 (a multiple of TP_WPR)
+**   TP_WPR     warps per row group (split of K): 1, 2, 4, 8, 16
+**   TP_MT      16-row tiles per warp: 1, 2, 4   block_n = TP_WARPS/TP_WPR*16*TP_MT
+**   TP_NT      8-token tiles per block: 1 (M <= 8), 2 (M <= 16); more
+**              tokens take more blocks along y
+**   TP_VEC     elements per load: 1, 2, 4, 8 (8 = 16 bytes); must divide K
+**   TP_UNROLL  consecutive K steps per warp and chunk (loads in flight):
+**              1, 2, 4, 8; a step is 32 elements with TP_VEC = 8, else 16
+**   TP_CACHE   weight cache hint: 0 default, 1 streaming, 2 L2 evict_first
+**   TP_PDL     1: programmatic dependent launch (sm_90+); the first weight
+**              chunk is loaded before waiting on the previous kernel
+**   TP_DTYPE   1 bf16, 2 fp16
+**
+** Standalone: nvcc -arch=sm_80 -cubin -I templates templates/gemv/gemv_mma.cu
+*/
+#include "common/mma.cuh"
+#include "common/pdl.cuh"
+
+#ifndef TP_WARPS
+#define TP_WARPS 4
+#endif
+#ifndef TP_WPR
+#define TP_WPR 2
+#endif
+#ifndef TP_MT
+#define TP_MT 1
+#endif
+#ifndef TP_NT
+#define TP_NT 1
+#endif
+#ifndef TP_UNROLL
+#define TP_UNROLL 2
+#endif
+#if TP_WARPS % TP_WPR != 0
+#error "TP_WARPS must be a multiple of TP_WPR"
+#endif
+#define GROUPS (TP_WARPS / TP_WPR)
+#define NACC (TP_MT * TP_NT * 4) /* accumulators per thread */
+
+extern "C" __global__ void __launch_bounds__(TP_WARPS * 32)
+gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *__restrict__ y, int M,
+         int K, int N)
+{
+#if TP_WPR > 1
+    __shared__ float part[GROUPS][TP_WPR - 1][NACC][32]; /* [..][reg][lane]: no bank conflicts */
+#endif
+    const int lane = (int)(threadIdx.x & 31u);
+    const int warp = (int)(threadIdx.x >> 5);
+    const int group = warp / TP_WPR, slice = warp % TP_WPR;
+    const int g = lane >> 2, t = lane & 3;
+    const long long row0 = ((long long)blockIdx.x * GROUPS + group) * (16 * TP_MT);
+    const int tok0 = (int)blockIdx.y * (8 * TP_NT);
+    const bool live = row0 < N; /* warp-uniform; a dead warp still reaches the barrier */
+
+    /* Rows g and g+8 of each tile, clamped: tail rows load, never store. */
+    const at_elem *wr[TP_MT][2];
+#pragma unroll
+    for (int mt = 0; mt < TP_MT; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            long long row = row0 + mt * 16 + h * 8 + g;
+            wr[mt][h] = W + (row < N ? row : N - 1) * (long long)K;
+        }
+    /* B column g of each token tile is token tok0 + nt*8 + g; past M: zeros. */
+    const at_elem *xr[TP_NT];
+    bool xok[TP_NT];
+#pragma unroll
+    for (int nt = 0; nt < TP_NT; nt++) {
+        const int tok = tok0 + nt * 8 + g;
+        xok[nt] = tok < M;
+        xr[nt] = x + (long long)(xok[nt] ? tok : 0) * K;
+    }
+    const unsigned long long pol = at_evict_first_policy();
+
+    float acc[TP_MT][TP_NT][4];
+#pragma unroll
+    for (int mt = 0; mt < TP_MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < TP_NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                acc[mt][nt][i] = 0.0f;
+
+    /* K in steps of AT_MMA_KSTEP; chunk c = steps c*U .. c*U+U-1 (consecutive,
+    ** so a warp reads 64*U contiguous bytes of each row with TP_VEC = 8);
+    ** slice s takes chunks s, s + TP_WPR, ... then the leftover steps. */
+    const int kt = t * AT_MMA_G; /* this thread's k-group within a step */
+    const int nfull = K / AT_MMA_KSTEP, nsteps = (K + AT_MMA_KSTEP - 1) / AT_MMA_KSTEP;
+    const int nchunks = nfull / TP_UNROLL;
+    int c = slice;
+    at_kgroup wv[TP_UNROLL][TP_MT][2];
+#define LOAD_W_CHUNK()                                                                             \
+    _Pragma("unroll") for (int u = 0; u < TP_UNROLL; u++)                                          \
+        _Pragma("unroll") for (int mt = 0; mt < TP_MT; mt++)                                       \
+            _Pragma("unroll") for (int h = 0; h < 2; h++)                                          \
+                wv[u][mt][h] = at_kgroup_load_w<false>(                                            \
+                    wr[mt][h] + (c * TP_UNROLL + u) * AT_MMA_KSTEP + kt, 0, pol)
+    if (live && c < nchunks) /* weights depend on no earlier kernel: start streaming them now */
+        LOAD_W_CHUNK();
+    at_pdl_wait();
+    at_pdl_trigger();
+    if (live) {
+        while (c < nchunks) {
+            at_kgroup xv[TP_UNROLL][TP_NT];
+#pragma unroll
+            for (int u = 0; u < TP_UNROLL; u++)
+#pragma unroll
+                for (int nt = 0; nt < TP_NT; nt++)
+                    xv[u][nt] = at_kgroup_load_x<false>(xr[nt] + (c * TP_UNROLL + u) * AT_MMA_KSTEP + kt, 0,
+                                                        xok[nt]);
+#pragma unroll
+            for (int u = 0; u < TP_UNROLL; u++)
+#pragma unroll
+                for (int m = 0; m < AT_MMA_PER_STEP; m++)
+#pragma unroll
+                    for (int mt = 0; mt < TP_MT; mt++)
+#pragma unroll
+                        for (int nt = 0; nt < TP_NT; nt++)
+                            at_mma_step(acc[mt][nt], wv[u][mt][0], wv[u][mt][1], xv[u][nt], m);
+            c += TP_WPR;
+            if (c < nchunks)
+                LOAD_W_CHUNK();
+        }
+        /* leftover steps, one at a time; the last may be partial (K tail) */
+        for (int s = nchunks * TP_UNROLL + slice; s < nsteps; s += TP_WPR) {
+            const int k = s * AT_MMA_KSTEP + kt, left = K - k;
+            at_kgroup w1[TP_MT][2], x1[TP_NT];
+#pragma unroll
+            for (int mt = 0; mt < TP_MT; mt++)
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+                    w1[mt][h] = at_kgroup_load_w<true>(wr[mt][h] + k, left, pol);
+#pragma unroll
+            for (int nt = 0; nt < TP_NT; nt++)
+                x1[nt] = at_kgroup_load_x<true>(xr[nt] + k, left, xok[nt]);
+#pragma unroll
+            for (int m = 0; m < AT_MMA_PER_STEP; m++)
+#pragma unroll
+                for (int mt = 0; mt < TP_MT; mt++)
+#pragma unroll
+                    for (int nt = 0; nt < TP_NT; nt++)
+                        at_mma_step(acc[mt][nt], w1[mt][0], w1[mt][1], x1[nt], m);
+        }
+    }
+#undef LOAD_W_CHUNK
+
+#if TP_WPR > 1
+    /* slices 1.. hand their accumulators to slice 0 of their group, which
+    ** adds them in slice order */
+    if (slice > 0) {
+#pragma unroll
+        for (int mt = 0; mt < TP_MT; mt++)
+#pragma unroll
+            for (int nt = 0; nt < TP_NT; nt++)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    part[group][slice - 1][(mt * TP_NT + nt) * 4 + i][lane] = acc[mt][nt][i];
+    }
+    __syncthreads();
+    if (slice > 0)
+        return;
+#pragma unroll
+    for (int s = 0; s < TP_WPR - 1; s++)
+#pragma unroll
+        for (int mt = 0; mt < TP_MT; mt++)
+#pragma unroll
+            for (int nt = 0; nt < TP_NT; nt++)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    acc[mt][nt][i] += part[group][s][(mt * TP_NT + nt) * 4 + i][lane];
+#endif
+    if (!live)
+        return;
+    /* D[i][j] = y[tok0 + nt*8 + j][row0 + mt*16 + i]; this lane holds
+    ** i = g, g+8 and j = 2t, 2t+1 */
+#pragma unroll
+    for (int mt = 0; mt < TP_MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < TP_NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const long long n = row0 + mt * 16 + g + (i >> 1) * 8;
+                const int tok = tok0 + nt * 8 + 2 * t + (i & 1);
+                if (n < N && tok < M)
+                    y[(long long)tok * N + n] = at_from_float(acc[mt][nt][i]);
+            }
+}

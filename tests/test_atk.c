@@ -1,0 +1,861 @@
+/*
+** test_atk.c — the runtime library's logic without a GPU (label cpu): the
+** key digest equals the tuner's, lookups (exact, inferred, fallback, strict)
+** against a cache made here with the tuner's at_cache_* API, missing,
+** corrupt, foreign and damaged tables opening on fallback with a reason,
+** the JSON and compiled C tables giving the same answers, statistics, many
+** threads at once (also run under ThreadSanitizer in .ci/run), and a
+** printed (never asserted) lookup cost. Uses atk_open_dry contexts.
+*/
+#include <dlfcn.h>
+#include <math.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "atk.h"
+#include "atk_internal.h"
+#include "autotune.h"
+#include "table.h"
+#include "tinytest.h"
+
+static char tmpdir[64];
+
+static const char *tpath(char *buf, size_t len, const char *name)
+{
+    snprintf(buf, len, "%s/%s", tmpdir, name);
+    return buf;
+}
+
+static const atk_gpu_id H200 = {"NVIDIA H200", 90, 132, 13000};
+static const at_device_info H200_INFO = {"NVIDIA H200", 9, 0, 132, 62914560, 150754820096LL, 13000, 13, 0,
+                                         4580.5, 4260.25, 0.53};
+static const at_device_info RTX_INFO = {"NVIDIA GeForce RTX 4070", 8, 9, 46, 37748736, 12878086144LL, 12080, 12, 8,
+                                        482.125, 450.7, 0.6};
+
+static at_key key_for(const at_device_info *d, const char *op, const char *shape, at_dtype dt)
+{
+    at_key k;
+    memset(&k, 0, sizeof k);
+    snprintf(k.op, sizeof k.op, "%s", op);
+    k.dtype = dt;
+    snprintf(k.shape, sizeof k.shape, "%s", shape);
+    snprintf(k.device, sizeof k.device, "%s", d->name);
+    k.cc = 10 * d->cc_major + d->cc_minor;
+    k.sms = d->sms;
+    k.driver_version = d->driver_version;
+    k.nvrtc_version = 13000;
+    at_sha256_hex("space", 5, k.space_sha);
+    at_nvrtc_common_options(dt, k.cc, k.options, sizeof k.options);
+    strcpy(k.tuner_version, AT_TUNER_VERSION);
+    return k;
+}
+
+/* A generated-kernel winner with a fake cubin (dry contexts never load it). */
+static void put_kernel(at_cache *c, const at_key *k, const char *strategy, const char *kernel, const char *tpl,
+                       const char *params, unsigned gx, unsigned gy, unsigned bx, double us)
+{
+    at_winner w;
+    unsigned char blob[64];
+    memset(&w, 0, sizeof w);
+    snprintf(w.strategy, sizeof w.strategy, "%s", strategy);
+    snprintf(w.kernel, sizeof w.kernel, "%s", kernel);
+    snprintf(w.template_name, sizeof w.template_name, "%s", tpl);
+    snprintf(w.params, sizeof w.params, "%s", params);
+    w.us = us;
+    w.baseline_us = 2 * us;
+    w.speedup = 2.0;
+    w.grid[0] = gx, w.grid[1] = gy, w.grid[2] = 1;
+    w.block[0] = bx, w.block[1] = w.block[2] = 1;
+    for (size_t i = 0; i < sizeof blob; i++)
+        blob[i] = (unsigned char)(i * 7 + strlen(k->shape));
+    w.cubin = blob;
+    w.cubin_size = sizeof blob;
+    CHECK_EQ_INT(at_cache_put_winner(c, k, &w), AT_OK);
+}
+
+static void put_baseline(at_cache *c, const at_key *k)
+{
+    at_winner w;
+    memset(&w, 0, sizeof w);
+    strcpy(w.strategy, "cublas");
+    strcpy(w.params, "cublasGemmEx");
+    w.us = w.baseline_us = 4.9;
+    w.speedup = 1.0;
+    CHECK_EQ_INT(at_cache_put_winner(c, k, &w), AT_OK);
+}
+
+#define SPLITK_8192 "TP_WARPS=16 TP_WPR=2 TP_ROWS=4 TP_VEC=8 TP_UNROLL=2 TP_CACHE=2 TP_PDL=1"
+#define WARPROW_2048 "TP_WARPS=16 TP_ROWS=1 TP_VEC=8 TP_UNROLL=4 TP_CACHE=1 TP_PDL=0"
+
+/* The fixture: an H200 with GEMV and norm winners (one baseline, one whose
+** stored grid disagrees with the runtime's geometry rule), an RTX 4070. */
+static void build_cache(const char *path)
+{
+    at_cache *c = NULL;
+    unlink(path);
+    CHECK_EQ_INT(at_cache_open(path, &c), AT_OK);
+    if (!c)
+        return;
+    at_cache_put_device(c, &H200_INFO);
+    at_cache_put_device(c, &RTX_INFO);
+    at_key k = key_for(&H200_INFO, "gemv", "1x2048x8192", AT_BF16);
+    put_kernel(c, &k, "splitk", "gemv_splitk", "gemv/gemv_splitk.cu", SPLITK_8192, 256, 1, 512, 7.9);
+    k = key_for(&H200_INFO, "gemv", "1x2048x2048", AT_BF16);
+    put_kernel(c, &k, "warp_row", "gemv_warp_row", "gemv/gemv_warp_row.cu", WARPROW_2048, 128, 1, 512, 2.8);
+    k = key_for(&H200_INFO, "gemv", "1x2048x32", AT_BF16);
+    put_baseline(c, &k);
+    k = key_for(&H200_INFO, "gemv", "1x6144x2048", AT_BF16); /* grid 7: not the rule's 64 */
+    put_kernel(c, &k, "splitk", "gemv_splitk", "gemv/gemv_splitk.cu", SPLITK_8192, 7, 1, 512, 6.3);
+    k = key_for(&H200_INFO, "gemv", "1x2048x8192", AT_FP16);
+    put_kernel(c, &k, "splitk", "gemv_splitk", "gemv/gemv_splitk.cu", SPLITK_8192, 256, 1, 512, 7.9);
+    k = key_for(&H200_INFO, "rmsnorm", "1x2048", AT_BF16);
+    put_kernel(c, &k, "block_row", "norm_block_row", "norm/norm_block_row.cu",
+               "TP_THREADS=256 TP_OP=0 TP_WFP32=0 TP_VEC=8 TP_REGS=1 TP_ITEMS=1 TP_PDL=1", 1, 1, 256, 1.7);
+    k = key_for(&H200_INFO, "add_rmsnorm", "4x2048", AT_BF16);
+    put_kernel(c, &k, "warp_rows", "norm_warp_rows", "norm/norm_warp_rows.cu",
+               "TP_THREADS_PER_ROW=32 TP_ROWS_PER_BLOCK=4 TP_OP=1 TP_WFP32=0 TP_VEC=8 TP_REGS=1 TP_ITEMS=8 TP_PDL=0",
+               1, 1, 128, 2.1);
+    k = key_for(&RTX_INFO, "gemv", "1x2048x8192", AT_BF16);
+    put_kernel(c, &k, "splitk", "gemv_splitk", "gemv/gemv_splitk.cu", SPLITK_8192, 256, 1, 512, 70.0);
+    at_cache_close(c);
+}
+
+static atk_ctx *open_dry(const char *path, unsigned flags)
+{
+    atk_ctx *ctx = NULL;
+    int rc = atk_open_dry(path, NULL, &H200, flags, &ctx);
+    CHECK_EQ_INT(rc, ATK_OK);
+    if (rc != ATK_OK)
+        fprintf(stderr, "  atk_open_dry: %s\n", atk_errmsg(NULL));
+    return ctx;
+}
+
+static atk_choice explain(atk_ctx *ctx, int op, int dtype, int64_t M, int64_t K, int64_t N)
+{
+    atk_choice ch;
+    memset(&ch, 0, sizeof ch);
+    CHECK_EQ_INT(atk_explain(ctx, op, dtype, M, K, N, &ch), ATK_OK);
+    return ch;
+}
+
+/* ------------------------------------------------------------------ key */
+
+static void row_from_key(const at_key *k, atk_row *r)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->op, sizeof r->op, "%s", k->op);
+    snprintf(r->dtype, sizeof r->dtype, "%s", at_dtype_name(k->dtype));
+    snprintf(r->shape, sizeof r->shape, "%s", k->shape);
+    snprintf(r->device, sizeof r->device, "%s", k->device);
+    r->cc = k->cc, r->sms = k->sms, r->driver_version = k->driver_version, r->nvrtc_version = k->nvrtc_version;
+    snprintf(r->space_sha, sizeof r->space_sha, "%s", k->space_sha);
+    snprintf(r->options, sizeof r->options, "%s", k->options);
+    snprintf(r->tuner_version, sizeof r->tuner_version, "%s", k->tuner_version);
+}
+
+static void test_key_digest_matches_tuner(void)
+{
+    const char *devices[] = {"NVIDIA H200", "odd;name=with\\escapes", ""};
+    for (int i = 0; i < 3; i++) {
+        at_key k = key_for(&H200_INFO, i == 1 ? "add_rmsnorm" : "gemv", i == 1 ? "4x2048" : "1x2048x8192",
+                           i == 2 ? AT_FP16 : AT_BF16);
+        snprintf(k.device, sizeof k.device, "%s", devices[i]);
+        if (i == 1)
+            strcpy(k.options, "a=b;c\\d");
+        atk_row r;
+        char want[65], got[65], ts[4096], rs[4096];
+        row_from_key(&k, &r);
+        at_key_digest(&k, want);
+        atk__key_digest(&r, got);
+        at_key_string(&k, ts, sizeof ts);
+        atk__key_string(&r, rs, sizeof rs);
+        CHECK(!strcmp(ts, rs));
+        CHECK(!strcmp(want, got));
+    }
+}
+
+/* [LAUNCH_GEOMETRY] atk's grid/block rules equal the specs' grid and block
+** functions: every live candidate of search/gemv.lua and the norm specs, on
+** a few shapes, recomputes to what the spec says (so its winner may serve
+** other shapes), and on a second shape to what the spec says there. */
+static void check_spec(const char *path, const char *op, const char *s1, const char *s2)
+{
+    at_spec *spec = NULL;
+    at_candidate *c1 = NULL, *c2 = NULL;
+    int n1 = 0, n2 = 0, rank = strcmp(op, "gemv") ? 2 : 3, live = 0, agree = 0, other = 0;
+    at_problem p1 = {.op = op, .dtype = AT_BF16, .arch = 90, .sms = 132}, p2 = p1;
+    CHECK_EQ_INT(at_spec_load(path, &spec), AT_OK);
+    CHECK_EQ_INT(at_shape_parse(s1, rank, &p1.shape), AT_OK);
+    CHECK_EQ_INT(at_shape_parse(s2, rank, &p2.shape), AT_OK);
+    if (!spec || at_spec_expand(spec, &p1, &c1, &n1) != AT_OK || at_spec_expand(spec, &p2, &c2, &n2) != AT_OK) {
+        CHECK(0);
+        goto done;
+    }
+    CHECK_EQ_INT(n1, n2); /* the same product of parameters, in the same order */
+    for (int i = 0; i < n1 && i < n2; i++) {
+        if (c1[i].pruned_by[0])
+            continue;
+        atk_row r;
+        atk_entry e;
+        char why[256];
+        memset(&r, 0, sizeof r);
+        snprintf(r.op, sizeof r.op, "%s", op);
+        strcpy(r.dtype, "bf16");
+        snprintf(r.shape, sizeof r.shape, "%s", s1);
+        snprintf(r.strategy, sizeof r.strategy, "%s", at_spec_strategy_name(spec, c1[i].strategy));
+        snprintf(r.kernel, sizeof r.kernel, "%s", at_spec_strategy_kernel(spec, c1[i].strategy));
+        at_candidate_params_string(&c1[i], r.params, sizeof r.params);
+        memcpy(r.grid, c1[i].grid, sizeof r.grid);
+        memcpy(r.block, c1[i].block, sizeof r.block);
+        r.smem = c1[i].smem;
+        r.cubin_size = 1;
+        int ok = atk__entry_init(&e, &r, why, sizeof why);
+        if (ok && e.strategy == ATK_S_UNKNOWN) { /* a kernel atk has no rule for: exact hits only, by design */
+            other++;
+            continue;
+        }
+        live++;
+        if (!ok || !e.inferable)
+            continue;
+        unsigned g[3], b[3];
+        if (!c2[i].pruned_by[0] &&
+            (!atk__entry_geometry(&e, (int)p2.shape.M, (int)p2.shape.K, (int)p2.shape.N, g, b) ||
+             memcmp(g, c2[i].grid, sizeof g) || memcmp(b, c2[i].block, sizeof b)))
+            continue;
+        agree++;
+    }
+    printf("  %s: %d live candidates on %s of strategies atk infers with, geometry agrees for %d (%d of "
+           "other strategies: exact hits only)\n",
+           path, live, s1, agree, other);
+    CHECK(live > 0);
+    CHECK_EQ_INT(agree, live);
+done:
+    free(c1);
+    free(c2);
+    at_spec_free(spec);
+}
+
+static void test_geometry_matches_specs(void)
+{
+    check_spec("search/gemv.lua", "gemv", "1x2048x8192", "3x2056x5000");
+    check_spec("search/gemv.lua", "gemv", "1x6144x32", "16x6144x2048");
+    check_spec("search/rmsnorm.lua", "rmsnorm", "1x2048", "512x2048");
+    check_spec("search/add_rmsnorm.lua", "add_rmsnorm", "16x4096", "4x4096");
+    check_spec("search/gemma_rmsnorm.lua", "gemma_rmsnorm", "4x2560", "128x2560");
+    check_spec("search/add_gemma_rmsnorm.lua", "add_gemma_rmsnorm", "1x8192", "4096x8192");
+}
+
+/* --------------------------------------------------------------- lookup */
+
+static void test_exact(void)
+{
+    char db[128];
+    build_cache(tpath(db, sizeof db, "exact.db"));
+    atk_ctx *ctx = open_dry(db, 0);
+    if (!ctx)
+        return;
+    atk_info in;
+    CHECK_EQ_INT(atk_get_info(ctx, &in), ATK_OK);
+    CHECK_EQ_INT(in.rows, 8);
+    CHECK_EQ_INT(in.for_this_gpu, 7);
+    CHECK_EQ_INT(in.loaded, 7);
+    CHECK_EQ_INT(in.failed, 0);
+    CHECK(!in.all_fallback && in.dry);
+    CHECK_STR_HAS(atk_report(ctx), "8 entries in the table, 7 for this GPU, 7 loaded");
+    atk_choice ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 2048, 8192);
+    CHECK_EQ_INT(ch.path, ATK_PATH_TUNED);
+    CHECK(!strcmp(ch.strategy, "splitk") && !strcmp(ch.kernel, "gemv_splitk") && !strcmp(ch.params, SPLITK_8192));
+    CHECK(ch.grid[0] == 256 && ch.grid[1] == 1 && ch.block[0] == 512 && ch.pdl == 1);
+    ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 2048, 32); /* the baseline won: cuBLAS, tuned */
+    CHECK_EQ_INT(ch.path, ATK_PATH_TUNED);
+    CHECK(!strcmp(ch.strategy, "cublas") && !strcmp(ch.kernel, ""));
+    ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 6144, 2048); /* stored grid used as stored */
+    CHECK(ch.path == ATK_PATH_TUNED && ch.grid[0] == 7);
+    ch = explain(ctx, ATK_OP_RMSNORM, ATK_BF16, 1, 2048, 99); /* N ignored for norms */
+    CHECK(ch.path == ATK_PATH_TUNED && !strcmp(ch.kernel, "norm_block_row") && ch.pdl == 1);
+    ch = explain(ctx, ATK_OP_GEMV, ATK_FP16, 1, 2048, 8192);
+    CHECK_EQ_INT(ch.path, ATK_PATH_TUNED);
+    atk_close(ctx);
+}
+
+static void test_inferred_and_fallback(void)
+{
+    char db[128];
+    build_cache(tpath(db, sizeof db, "infer.db"));
+    atk_ctx *ctx = open_dry(db, 0);
+    if (!ctx)
+        return;
+    /* nearest by log2 distance: N 7000 is near 8192 (splitk, block_n 32) */
+    atk_choice ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 2048, 7000);
+    CHECK_EQ_INT(ch.path, ATK_PATH_INFERRED);
+    CHECK(!strcmp(ch.from, "1x2048x8192") && !strcmp(ch.kernel, "gemv_splitk"));
+    CHECK(ch.grid[0] == 219 && ch.grid[1] == 1 && ch.grid[2] == 1 && ch.block[0] == 512 && ch.pdl == 1);
+    ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 4, 2048, 8192); /* M > 1: grid.y = M */
+    CHECK(ch.path == ATK_PATH_INFERRED && ch.grid[0] == 256 && ch.grid[1] == 4);
+    ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 2048, 1500); /* near 2048: warp_row, block_n 16 */
+    CHECK(ch.path == ATK_PATH_INFERRED && !strcmp(ch.from, "1x2048x2048") && ch.grid[0] == 94 && ch.pdl == 0);
+    /* K not a multiple of TP_VEC=8: no tuned kernel is valid -> cuBLAS */
+    ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 2050, 8192);
+    CHECK(ch.path == ATK_PATH_FALLBACK && !strcmp(ch.strategy, "cublas"));
+    /* M past grid.y's 65535: fallback */
+    ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 70000, 2048, 8192);
+    CHECK_EQ_INT(ch.path, ATK_PATH_FALLBACK);
+    /* the entry whose stored grid the rule does not reproduce serves only its
+    ** own shape: 1x6144x2000 comes from 1x2048x2048 instead */
+    ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 6144, 2000);
+    CHECK(ch.path == ATK_PATH_INFERRED && !strcmp(ch.from, "1x2048x2048"));
+    /* dtypes never mix: fp16 1x2048x2048 borrows fp16's 1x2048x8192 */
+    ch = explain(ctx, ATK_OP_GEMV, ATK_FP16, 1, 2048, 2048);
+    CHECK(ch.path == ATK_PATH_INFERRED && !strcmp(ch.from, "1x2048x8192"));
+    /* a baseline winner is never borrowed: 1x2048x40 is near 1x2048x32 (cuBLAS)
+    ** but comes from a generated kernel (the nearest valid one) */
+    ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 2048, 40);
+    CHECK(ch.path == ATK_PATH_INFERRED && !strcmp(ch.from, "1x2048x2048"));
+    /* norms */
+    ch = explain(ctx, ATK_OP_RMSNORM, ATK_BF16, 16, 4096, 0);
+    CHECK(ch.path == ATK_PATH_INFERRED && !strcmp(ch.from, "1x2048") && ch.grid[0] == 16 && ch.block[0] == 256);
+    ch = explain(ctx, ATK_OP_ADD_RMSNORM, ATK_BF16, 9, 2048, 0);
+    CHECK(ch.path == ATK_PATH_INFERRED && ch.grid[0] == 3 && ch.block[0] == 128);
+    ch = explain(ctx, ATK_OP_RMSNORM, ATK_BF16, 3, 2047, 0); /* H % 8 != 0 */
+    CHECK(ch.path == ATK_PATH_FALLBACK && !strcmp(ch.kernel, "norm_naive") && ch.grid[0] == 3 &&
+          ch.block[0] == 256);
+    ch = explain(ctx, ATK_OP_GEMMA_RMSNORM, ATK_BF16, 1, 2048, 0); /* nothing tuned for gemma */
+    CHECK_EQ_INT(ch.path, ATK_PATH_FALLBACK);
+    ch = explain(ctx, ATK_OP_RMSNORM, ATK_FP16, 1, 2048, 0);
+    CHECK_EQ_INT(ch.path, ATK_PATH_FALLBACK);
+    /* asked twice: the memo gives the same answer */
+    ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 2048, 7000);
+    CHECK(ch.path == ATK_PATH_INFERRED && ch.grid[0] == 219);
+    ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 2050, 8192);
+    CHECK_EQ_INT(ch.path, ATK_PATH_FALLBACK);
+    atk_close(ctx);
+
+    ctx = open_dry(db, ATK_NO_INFER);
+    if (ctx) {
+        CHECK_EQ_INT(explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 2048, 7000).path, ATK_PATH_FALLBACK);
+        CHECK_EQ_INT(explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 2048, 8192).path, ATK_PATH_TUNED);
+    }
+    atk_close(ctx);
+}
+
+static void test_strict_and_stats(void)
+{
+    char db[128];
+    int dummy;
+    void *p = &dummy;
+    atk_op_stats s;
+    build_cache(tpath(db, sizeof db, "strict.db"));
+    atk_ctx *ctx = open_dry(db, ATK_STRICT);
+    if (!ctx)
+        return;
+    CHECK_EQ_INT(atk_gemv(ctx, NULL, ATK_BF16, 1, 2048, 8192, p, p, p), ATK_OK);
+    CHECK_EQ_INT(atk_gemv(ctx, NULL, ATK_BF16, 1, 2048, 32, p, p, p), ATK_OK); /* tuned: baseline */
+    CHECK_EQ_INT(atk_gemv(ctx, NULL, ATK_BF16, 1, 2048, 7000, p, p, p), ATK_ERR_MISS);
+    CHECK_STR_HAS(atk_errmsg(ctx), "gemv bf16 1x2048x7000: no tuned entry (strict mode)");
+    CHECK_EQ_INT(atk_rmsnorm(ctx, NULL, ATK_BF16, 1, 2048, p, p, p, 1e-6f), ATK_OK);
+    CHECK_STR_HAS(atk_errmsg(ctx), ""); /* a success clears it */
+    CHECK(!atk_errmsg(ctx)[0]);
+    CHECK_EQ_INT(atk_rmsnorm(ctx, NULL, ATK_BF16, 2, 2048, p, p, p, 1e-6f), ATK_ERR_MISS);
+    CHECK_STR_HAS(atk_errmsg(ctx), "rmsnorm bf16 2x2048: no tuned entry");
+    CHECK_EQ_INT(atk_stats(ctx, ATK_OP_GEMV, &s), ATK_OK);
+    CHECK(!atk_errmsg(ctx)[0]); /* atk_stats succeeded: the last call's message is "" */
+    CHECK(s.calls == 3 && s.tuned == 2 && s.inferred == 0 && s.fallback == 0 && s.missed == 1);
+    atk_close(ctx);
+
+    ctx = open_dry(db, 0);
+    if (!ctx)
+        return;
+    for (int i = 0; i < 5; i++)
+        CHECK_EQ_INT(atk_gemv(ctx, NULL, ATK_BF16, 1, 2048, 8192, p, p, p), ATK_OK);
+    CHECK_EQ_INT(atk_gemv(ctx, NULL, ATK_BF16, 1, 2048, 7000, p, p, p), ATK_OK);
+    CHECK_EQ_INT(atk_gemv(ctx, NULL, ATK_BF16, 1, 2050, 8192, p, p, p), ATK_OK);
+    CHECK_EQ_INT(atk_gemv(ctx, NULL, 7, 1, 2048, 8192, p, p, p), ATK_ERR_USAGE);
+    CHECK_STR_HAS(atk_errmsg(ctx), "dtype");
+    CHECK_EQ_INT(atk_gemv(ctx, NULL, ATK_BF16, 0, 2048, 8192, p, p, p), ATK_ERR_USAGE);
+    CHECK_EQ_INT(atk_add_rmsnorm(ctx, NULL, ATK_BF16, 4, 2048, p, p, p, p, 1e-6f), ATK_OK);
+    CHECK_EQ_INT(atk_add_rmsnorm(ctx, NULL, ATK_BF16, 5, 2048, p, p, p, p, 1e-6f), ATK_OK);
+    CHECK_EQ_INT(atk_gemma_rmsnorm(ctx, NULL, ATK_BF16, 1, 2048, p, p, p, 1e-6f), ATK_OK);
+    CHECK_EQ_INT(atk_add_gemma_rmsnorm(ctx, NULL, ATK_FP16, 1, 2048, p, p, p, p, NAN), ATK_ERR_USAGE);
+    CHECK_EQ_INT(atk_stats(ctx, ATK_OP_GEMV, &s), ATK_OK);
+    CHECK(s.calls == 9 && s.tuned == 5 && s.inferred == 1 && s.fallback == 1 && s.missed == 0 && s.rejected == 2);
+    CHECK_EQ_INT(atk_stats(ctx, ATK_OP_ADD_RMSNORM, &s), ATK_OK);
+    CHECK(s.calls == 2 && s.tuned == 1 && s.inferred == 1);
+    CHECK_EQ_INT(atk_stats(ctx, ATK_OP_GEMMA_RMSNORM, &s), ATK_OK);
+    CHECK(s.calls == 1 && s.fallback == 1);
+    CHECK_EQ_INT(atk_stats(ctx, ATK_OP_ADD_GEMMA_RMSNORM, &s), ATK_OK);
+    CHECK(s.calls == 1 && s.rejected == 1);
+    CHECK_EQ_INT(atk_stats(ctx, ATK_NOPS, &s), ATK_ERR_USAGE);
+    atk_stats_reset(ctx);
+    CHECK_EQ_INT(atk_stats(ctx, ATK_OP_GEMV, &s), ATK_OK);
+    CHECK(s.calls == 0 && s.tuned == 0);
+    atk_close(ctx);
+}
+
+static void test_api_edges(void)
+{
+    atk_ctx *ctx = (atk_ctx *)1;
+    atk_close(NULL); /* a no-op */
+    CHECK_EQ_INT(atk_gemv(NULL, NULL, ATK_BF16, 1, 1, 1, NULL, NULL, NULL), ATK_ERR_USAGE);
+    CHECK_STR_HAS(atk_errmsg(NULL), "NULL context");
+    CHECK_EQ_INT(atk_open(NULL, 0, 0, &ctx), ATK_ERR_USAGE);
+    CHECK(ctx == NULL);
+    CHECK_EQ_INT(atk_open_dry("x", NULL, NULL, 0, &ctx), ATK_ERR_USAGE);
+    CHECK(!strcmp(atk_errstr(ATK_ERR_MISS), "no tuned kernel for this call (strict mode)"));
+    CHECK(!strcmp(atk_errstr(12345), "unknown status"));
+    CHECK(!strcmp(atk_op_name(ATK_OP_ADD_GEMMA_RMSNORM), "add_gemma_rmsnorm"));
+    CHECK(!strcmp(atk_report(NULL), ""));
+    /* without a GPU driver atk_open says so (on a GPU machine it opens) */
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        CHECK_EQ_INT(atk_open("/nonexistent.db", 0, 0, &ctx), ATK_ERR_NOGPU);
+        CHECK(ctx == NULL);
+        CHECK_STR_HAS(atk_errmsg(NULL), "libcuda.so.1");
+    } else {
+        dlclose(h);
+    }
+}
+
+/* ------------------------------------------------------- broken tables */
+
+static int sql(const char *db, const char *stmt)
+{
+    sqlite3 *h = NULL;
+    int rc = sqlite3_open(db, &h);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(h, stmt, NULL, NULL, NULL);
+    sqlite3_close(h);
+    return rc;
+}
+
+static int write_file(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    size_t w = fwrite(data, 1, n, f);
+    return fclose(f) == 0 && w == n ? 0 : -1;
+}
+
+/* Opens path dry: expects success with everything on fallback and `why` in
+** the report; with ATK_STRICT_OPEN, ATK_ERR_TABLE with `why` in errmsg. */
+static void expect_fallback(const char *path, const char *why)
+{
+    atk_ctx *ctx = NULL;
+    atk_info in;
+    CHECK_EQ_INT(atk_open_dry(path, NULL, &H200, 0, &ctx), ATK_OK);
+    if (!ctx)
+        return;
+    CHECK_EQ_INT(atk_get_info(ctx, &in), ATK_OK);
+    CHECK(in.all_fallback && in.loaded == 0);
+    CHECK_STR_HAS(atk_report(ctx), why);
+    CHECK_STR_HAS(atk_report(ctx), "every call falls back");
+    atk_choice ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 2048, 8192);
+    CHECK_EQ_INT(ch.path, ATK_PATH_FALLBACK);
+    atk_close(ctx);
+    ctx = (atk_ctx *)1;
+    CHECK_EQ_INT(atk_open_dry(path, NULL, &H200, ATK_STRICT_OPEN, &ctx), ATK_ERR_TABLE);
+    CHECK(ctx == NULL);
+    CHECK_STR_HAS(atk_errmsg(NULL), why);
+}
+
+static void test_broken_tables(void)
+{
+    char db[128], p[128];
+    expect_fallback(tpath(p, sizeof p, "missing.db"), "No such file");
+    write_file(tpath(p, sizeof p, "text.db"), "hello, not a table\n", 19);
+    expect_fallback(p, "is not an autotune table (neither SQLite nor JSON)");
+    tpath(p, sizeof p, "other.db");
+    unlink(p);
+    CHECK_EQ_INT(sql(p, "CREATE TABLE notes (x TEXT); INSERT INTO notes VALUES ('hi');"), SQLITE_OK);
+    expect_fallback(p, "is not an autotune cache");
+    /* a cache cut in half: SQLite reports corruption, or the rows are gone */
+    build_cache(tpath(db, sizeof db, "whole.db"));
+    FILE *f = fopen(db, "rb");
+    static unsigned char buf[1 << 20];
+    size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+    if (f)
+        fclose(f);
+    CHECK(n > 8192);
+    write_file(tpath(p, sizeof p, "half.db"), buf, n / 2);
+    atk_ctx *ctx = NULL;
+    CHECK_EQ_INT(atk_open_dry(p, NULL, &H200, 0, &ctx), ATK_OK); /* never a crash */
+    atk_close(ctx);
+    /* bytes flipped across the file: whatever survives, atk opens */
+    for (size_t i = 4096; i < n; i += 97)
+        buf[i] ^= 0x5a;
+    write_file(tpath(p, sizeof p, "flipped.db"), buf, n);
+    ctx = NULL;
+    CHECK_EQ_INT(atk_open_dry(p, NULL, &H200, 0, &ctx), ATK_OK);
+    atk_close(ctx);
+    /* a cache tuned on another GPU only */
+    at_cache *c = NULL;
+    tpath(p, sizeof p, "rtx.db");
+    unlink(p);
+    CHECK_EQ_INT(at_cache_open(p, &c), AT_OK);
+    if (c) {
+        at_key k = key_for(&RTX_INFO, "gemv", "1x2048x8192", AT_BF16);
+        put_kernel(c, &k, "splitk", "gemv_splitk", "gemv/gemv_splitk.cu", SPLITK_8192, 256, 1, 512, 70.0);
+        at_cache_close(c);
+    }
+    expect_fallback(p, "nothing tuned for this GPU (1 entries for other GPUs)");
+    /* JSON: truncated, another format */
+    write_file(tpath(p, sizeof p, "bad.json"), "{\"format\": \"autotune-table\", \"version\": 1, \"dev", 46);
+    expect_fallback(p, "bad.json");
+    write_file(tpath(p, sizeof p, "other.json"), "{\"format\": \"something\"}", 23);
+    expect_fallback(p, "not an autotune table");
+}
+
+/* Damaged rows fall back one by one; the rest of the table still loads. */
+static void test_damaged_rows(void)
+{
+    char db[128];
+    build_cache(tpath(db, sizeof db, "damaged.db"));
+    CHECK_EQ_INT(sql(db, "UPDATE winners SET cubin = X'00112233' WHERE shape = '1x2048x8192' AND dtype = 'bf16'"
+                         " AND device = 'NVIDIA H200'"),
+                 SQLITE_OK);
+    CHECK_EQ_INT(sql(db, "UPDATE winners SET shape = '1x2048x4096' WHERE shape = '1x2048x2048'"), SQLITE_OK);
+    CHECK_EQ_INT(sql(db, "UPDATE winners SET params = 'TP_VEC=eight' WHERE op = 'add_rmsnorm'"), SQLITE_OK);
+    atk_ctx *ctx = open_dry(db, 0);
+    if (!ctx)
+        return;
+    atk_info in;
+    atk_get_info(ctx, &in);
+    CHECK_EQ_INT(in.for_this_gpu, 7);
+    CHECK_EQ_INT(in.loaded, 4);
+    CHECK_EQ_INT(in.failed, 3);
+    const char *rep = atk_report(ctx);
+    CHECK_STR_HAS(rep, "gemv bf16 1x2048x8192: cubin does not match its sha256: falls back");
+    CHECK_STR_HAS(rep, "gemv bf16 1x2048x4096: key fields do not digest to the stored key_sha");
+    CHECK_STR_HAS(rep, "add_rmsnorm bf16 4x2048: params 'TP_VEC=eight' are not TP_NAME=integer pairs");
+    /* what is left for bf16 GEMV: cuBLAS's 1x2048x32 (never borrowed) and the
+    ** exact-only 1x6144x2048: both shapes fall back */
+    CHECK_EQ_INT(explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 2048, 2048).path, ATK_PATH_FALLBACK);
+    CHECK_EQ_INT(explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 2048, 4096).path, ATK_PATH_FALLBACK);
+    CHECK_EQ_INT(explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 2048, 32).path, ATK_PATH_TUNED);
+    CHECK_EQ_INT(explain(ctx, ATK_OP_GEMV, ATK_FP16, 1, 2048, 8192).path, ATK_PATH_TUNED);
+    atk_close(ctx);
+}
+
+/* A row whose kernel atk knows but whose parameters do not suit its own
+** shape (TP_VEC=8 with K or H not a multiple of 8: misaligned vector loads)
+** falls back with a reason, instead of being launched on its exact shape. */
+static void test_invalid_for_own_shape(void)
+{
+    char db[128];
+    at_cache *c = NULL;
+    tpath(db, sizeof db, "invalid.db");
+    unlink(db);
+    CHECK_EQ_INT(at_cache_open(db, &c), AT_OK);
+    if (!c)
+        return;
+    at_cache_put_device(c, &H200_INFO);
+    at_key k = key_for(&H200_INFO, "gemv", "1x2050x1024", AT_BF16);
+    put_kernel(c, &k, "splitk", "gemv_splitk", "gemv/gemv_splitk.cu", SPLITK_8192, 32, 1, 512, 3.0);
+    k = key_for(&H200_INFO, "rmsnorm", "1x2052", AT_BF16);
+    put_kernel(c, &k, "block_row", "norm_block_row", "norm/norm_block_row.cu",
+               "TP_THREADS=256 TP_OP=0 TP_WFP32=0 TP_VEC=8 TP_REGS=1 TP_ITEMS=1 TP_PDL=0", 1, 1, 256, 1.0);
+    at_cache_close(c);
+    atk_ctx *ctx = open_dry(db, 0);
+    if (!ctx)
+        return;
+    atk_info in;
+    atk_get_info(ctx, &in);
+    CHECK_EQ_INT(in.loaded, 0);
+    CHECK_EQ_INT(in.failed, 2);
+    CHECK_STR_HAS(atk_report(ctx), "gemv bf16 1x2050x1024: gemv_splitk with");
+    CHECK_STR_HAS(atk_report(ctx), "is not valid for its own shape (TP_VEC=8 must divide K");
+    CHECK_STR_HAS(atk_report(ctx), "must divide H");
+    CHECK_EQ_INT(explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 2050, 1024).path, ATK_PATH_FALLBACK);
+    CHECK_EQ_INT(explain(ctx, ATK_OP_RMSNORM, ATK_BF16, 1, 2052, 0).path, ATK_PATH_FALLBACK);
+    atk_close(ctx);
+}
+
+/* Two rows for one problem on this GPU: the one tuned under the present
+** driver wins even when the other measured faster. */
+static void test_ranking(void)
+{
+    char db[128];
+    at_cache *c = NULL;
+    tpath(db, sizeof db, "rank.db");
+    unlink(db);
+    CHECK_EQ_INT(at_cache_open(db, &c), AT_OK);
+    if (!c)
+        return;
+    at_key k = key_for(&H200_INFO, "gemv", "1x2048x8192", AT_BF16);
+    put_kernel(c, &k, "warp_row", "gemv_warp_row", "gemv/gemv_warp_row.cu", WARPROW_2048, 512, 1, 512, 9.0);
+    k.driver_version = 12080;
+    put_kernel(c, &k, "splitk", "gemv_splitk", "gemv/gemv_splitk.cu", SPLITK_8192, 256, 1, 512, 7.0);
+    at_cache_close(c);
+    atk_ctx *ctx = open_dry(db, 0);
+    if (ctx) {
+        atk_choice ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 2048, 8192);
+        CHECK(ch.path == ATK_PATH_TUNED && !strcmp(ch.strategy, "warp_row"));
+        atk_info in;
+        atk_get_info(ctx, &in);
+        CHECK(in.for_this_gpu == 2 && in.loaded == 1 && in.failed == 0);
+    }
+    atk_close(ctx);
+    ctx = open_dry(db, ATK_SAME_DRIVER);
+    if (ctx)
+        CHECK_STR_HAS(atk_report(ctx), "tuned under driver 12080, this is 13000 (ATK_SAME_DRIVER)");
+    atk_close(ctx);
+}
+
+/* ------------------------------------------------------ JSON and C table */
+
+static void same_answers(atk_ctx *a, atk_ctx *b)
+{
+    static const int64_t shapes[][4] = {{ATK_OP_GEMV, 1, 2048, 8192}, {ATK_OP_GEMV, 1, 2048, 7000},
+                                        {ATK_OP_GEMV, 1, 2048, 32},   {ATK_OP_GEMV, 1, 2050, 8192},
+                                        {ATK_OP_RMSNORM, 1, 2048, 0}, {ATK_OP_ADD_RMSNORM, 9, 2048, 0}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        atk_choice x = explain(a, (int)shapes[i][0], ATK_BF16, shapes[i][1], shapes[i][2], shapes[i][3]);
+        atk_choice y = explain(b, (int)shapes[i][0], ATK_BF16, shapes[i][1], shapes[i][2], shapes[i][3]);
+        CHECK(x.path == y.path && !strcmp(x.strategy, y.strategy) && !strcmp(x.params, y.params) &&
+              !memcmp(x.grid, y.grid, sizeof x.grid));
+    }
+}
+
+static void test_json_table(void)
+{
+    char db[128], js[128];
+    build_cache(tpath(db, sizeof db, "json.db"));
+    CHECK_EQ_INT(at_table_export_file(db, NULL, 1, AT_TABLE_JSON, tpath(js, sizeof js, "t.json")), AT_OK);
+    atk_ctx *a = open_dry(db, 0), *b = open_dry(js, 0);
+    if (a && b) {
+        atk_info ia, ib;
+        atk_get_info(a, &ia);
+        atk_get_info(b, &ib);
+        CHECK(ia.loaded == ib.loaded && ia.rows == ib.rows && ib.loaded == 7);
+        same_answers(a, b);
+    }
+    atk_close(a);
+    atk_close(b);
+}
+
+static int run_cmd(const char *cmd)
+{
+    int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    static char buf[4096];
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* The exported C header compiles next to atk.h, links against libatk and
+** opens (dry) with the same answers as the cache it came from. */
+/* The build's kernels/ folder (libatk.so): beside this executable's tests/. */
+static void libdir(char *buf, size_t len)
+{
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = '\0';
+    snprintf(buf, len, "%s/../kernels", exe);
+}
+
+static void test_c_table(void)
+{
+    char db[128], hdr[128], prog[128], exe[128], out[128], cmd[16384], lib[4200];
+    libdir(lib, sizeof lib);
+    build_cache(tpath(db, sizeof db, "c.db"));
+    CHECK_EQ_INT(at_table_export_file(db, NULL, 1, AT_TABLE_C, tpath(hdr, sizeof hdr, "tuned_table.h")), AT_OK);
+    static const char src[] =
+        "#include \"atk.h\"\n#include \"tuned_table.h\"\n#include <stdio.h>\n#include <string.h>\n"
+        "int main(void)\n{\n"
+        "    atk_gpu_id gpu = {\"NVIDIA H200\", 90, 132, 13000};\n"
+        "    atk_ctx *ctx = NULL;\n    atk_info in;\n    atk_choice ch;\n"
+        "    const atk_table *t = atk_exported_table();\n"
+        "    if (atk_open_dry(NULL, t, &gpu, 0, &ctx) != ATK_OK || atk_get_info(ctx, &in) != ATK_OK)\n"
+        "        return 1;\n"
+        "    atk_explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 2048, 7000, &ch);\n"
+        "    int src = t->entries[0].source;\n"
+        "    printf(\"loaded %zu of %zu path %d %s grid %u src %s %zu\\n\", in.loaded, in.rows, ch.path,\n"
+        "           ch.kernel, ch.grid[0], src >= 0 ? t->sources[src].name : \"-\", t->nsources);\n"
+        "    atk_close(ctx);\n    return 0;\n}\n";
+    write_file(tpath(prog, sizeof prog, "engine.c"), src, sizeof src - 1);
+    snprintf(cmd, sizeof cmd,
+             "%s %s -std=c11 -Wall -Wextra -Wpedantic -Werror -I%s -I%s %s -o %s -L%s -latk -Wl,-rpath,%s "
+             "-Wl,-rpath,%s && %s > %s",
+             ATK_CC, ATK_CFLAGS, "kernels", tmpdir, prog, tpath(exe, sizeof exe, "engine"), lib, lib,
+             ATK_CUDA_LIBDIR, exe, tpath(out, sizeof out, "engine.out"));
+    CHECK_EQ_INT(run_cmd(cmd), 0);
+    const char *text = slurp(out);
+    CHECK_STR_HAS(text, "loaded 7 of 8 path 2 gemv_splitk grid 219 src gemv/gemv_splitk.cu");
+}
+
+/* --------------------------------------------------------------- threads */
+
+typedef struct worker {
+    atk_ctx *ctx;
+    int id, errors;
+    long calls;
+} worker;
+
+#define THREADS 8
+#define ROUNDS 2000
+
+static void *work(void *arg)
+{
+    worker *w = arg;
+    int dummy;
+    void *p = &dummy;
+    for (int r = 0; r < ROUNDS; r++) {
+        /* tuned, inferred (new shapes: memo inserts race), fallback, norms */
+        int n = 1000 + (r * 7 + w->id * 13) % 600;
+        if (atk_gemv(w->ctx, NULL, ATK_BF16, 1, 2048, 8192, p, p, p) != ATK_OK ||
+            atk_gemv(w->ctx, NULL, ATK_BF16, 1, 2048, n, p, p, p) != ATK_OK ||
+            atk_gemv(w->ctx, NULL, ATK_BF16, 1, 2050, n, p, p, p) != ATK_OK ||
+            atk_add_rmsnorm(w->ctx, NULL, ATK_BF16, 1 + r % 64, 2048, p, p, p, p, 1e-6f) != ATK_OK)
+            w->errors++;
+        atk_choice ch;
+        if (atk_explain(w->ctx, ATK_OP_GEMV, ATK_BF16, 1, 2048, n, &ch) != ATK_OK || ch.path != ATK_PATH_INFERRED ||
+            strcmp(ch.from, "1x2048x2048") || ch.grid[0] != (unsigned)((n + 15) / 16))
+            w->errors++;
+        w->calls += 4;
+    }
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    char db[128];
+    pthread_t t[THREADS];
+    worker w[THREADS];
+    build_cache(tpath(db, sizeof db, "threads.db"));
+    atk_ctx *ctx = open_dry(db, 0);
+    if (!ctx)
+        return;
+    for (int i = 0; i < THREADS; i++) {
+        w[i] = (worker){.ctx = ctx, .id = i};
+        CHECK_EQ_INT(pthread_create(&t[i], NULL, work, &w[i]), 0);
+    }
+    long total = 0;
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(t[i], NULL);
+        CHECK_EQ_INT(w[i].errors, 0);
+        total += w[i].calls;
+    }
+    atk_op_stats g, n;
+    atk_stats(ctx, ATK_OP_GEMV, &g);
+    atk_stats(ctx, ATK_OP_ADD_RMSNORM, &n);
+    CHECK_EQ_INT((long)(g.calls + n.calls), total);
+    CHECK_EQ_INT((long)g.tuned, THREADS * ROUNDS);
+    CHECK_EQ_INT((long)g.inferred, THREADS * ROUNDS);
+    CHECK_EQ_INT((long)g.fallback, THREADS * ROUNDS);
+    CHECK_EQ_INT((long)(n.tuned + n.inferred), THREADS * ROUNDS);
+    atk_close(ctx);
+}
+
+/* ------------------------------------------------------- lookup cost */
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e9 * (double)ts.tv_sec + (double)ts.tv_nsec;
+}
+
+/* Prints the CPU cost of a dry call (validation, lookup, counting): what
+** a launch adds before the driver call. Reported, never asserted. */
+static void test_lookup_cost(void)
+{
+    char db[128];
+    int dummy;
+    void *p = &dummy;
+    build_cache(tpath(db, sizeof db, "cost.db"));
+    atk_ctx *ctx = open_dry(db, 0);
+    if (!ctx)
+        return;
+    const int n = 200000;
+    const int64_t N[3] = {8192, 7000, 8191};
+    const char *what[3] = {"tuned hit", "inferred (memo)", "fallback (memo)"};
+    for (int k = 0; k < 3; k++) {
+        int rc = ATK_OK;
+        int64_t K = k == 2 ? 2050 : 2048;
+        double t0 = now_ns();
+        for (int i = 0; i < n; i++)
+            rc |= atk_gemv(ctx, NULL, ATK_BF16, 1, K, N[k], p, p, p);
+        double ns = (now_ns() - t0) / n;
+        CHECK_EQ_INT(rc, ATK_OK);
+        printf("  lookup: %-16s %6.1f ns per atk_gemv call (dry: no launch)\n", what[k], ns);
+    }
+    atk_close(ctx);
+}
+
+/* The norm tuner stores "the naive kernel won" as strategy naive with the
+** norm_naive cubin [NAIVE_WINNER]: atk serves it with its built-in copy (a
+** baseline entry, path tuned, no module of its own); an fp32-weight naive
+** row is refused like any fp32-weight norm row. */
+static void test_naive_winner_is_the_builtin(void)
+{
+    char db[128];
+    at_cache *c = NULL;
+    tpath(db, sizeof db, "naive.db");
+    unlink(db);
+    CHECK_EQ_INT(at_cache_open(db, &c), AT_OK);
+    if (!c)
+        return;
+    at_cache_put_device(c, &H200_INFO);
+    at_key k = key_for(&H200_INFO, "gemma_rmsnorm", "1x2048", AT_BF16);
+    put_kernel(c, &k, "naive", "norm_naive", "baseline/norm_naive.cu", "TP_OP=2 TP_WFP32=0", 1, 1, 256, 1.8);
+    k = key_for(&H200_INFO, "rmsnorm", "1x4096", AT_BF16);
+    put_kernel(c, &k, "naive", "norm_naive", "baseline/norm_naive.cu", "TP_OP=0 TP_WFP32=1", 1, 1, 256, 1.9);
+    at_cache_close(c);
+    atk_ctx *ctx = open_dry(db, 0);
+    if (!ctx)
+        return;
+    atk_info in;
+    CHECK_EQ_INT(atk_get_info(ctx, &in), ATK_OK);
+    CHECK_EQ_INT(in.loaded, 1);
+    CHECK_EQ_INT(in.failed, 1);
+    atk_choice ch = explain(ctx, ATK_OP_GEMMA_RMSNORM, ATK_BF16, 1, 2048, 0);
+    CHECK_EQ_INT(ch.path, ATK_PATH_TUNED);
+    CHECK(!strcmp(ch.strategy, "norm_naive") && !strcmp(ch.kernel, "norm_naive") && !strcmp(ch.params, ""));
+    CHECK_EQ_INT(explain(ctx, ATK_OP_RMSNORM, ATK_BF16, 1, 4096, 0).path, ATK_PATH_FALLBACK);
+    atk_close(ctx);
+}
+
+int main(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/test_atk.XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    TT_RUN(test_key_digest_matches_tuner);
+    TT_RUN(test_geometry_matches_specs);
+    TT_RUN(test_exact);
+    TT_RUN(test_inferred_and_fallback);
+    TT_RUN(test_strict_and_stats);
+    TT_RUN(test_api_edges);
+    TT_RUN(test_broken_tables);
+    TT_RUN(test_damaged_rows);
+    TT_RUN(test_invalid_for_own_shape);
+    TT_RUN(test_ranking);
+    TT_RUN(test_naive_winner_is_the_builtin);
+    TT_RUN(test_json_table);
+    TT_RUN(test_c_table);
+    TT_RUN(test_threads);
+    TT_RUN(test_lookup_cost);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", tmpdir);
+    return TT_DONE();
+}

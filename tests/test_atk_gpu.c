@@ -1,0 +1,533 @@
+/*
+** test_atk_gpu.c — the runtime library on a GPU (label gpu; skips visibly
+** without one). A cache is made here with real cubins (NVRTC, the tuner's
+** templates, chosen parameters), then atk_* results are compared with the
+** fp64 reference for tuned, inferred and fallback paths of the GEMV and the
+** norms; a cubin that does not load is rebuilt from ATK_TEMPLATES; a CUDA
+** graph captured through atk replays to the same bits; eight threads
+** dispatch at once on their own streams. NOT YET RUN ON A GPU (written
+** in a session without one): the next session must run it.
+*/
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "atk.h"
+#include "autotune.h"
+#include "gpu.h"
+#include "norm_ref.h"
+#include "verify.h"
+#include "tinytest.h"
+
+#include <dlfcn.h>
+
+/* Each test in a child process (as test_gpu.c): the parent never
+** initialises CUDA, and a crash takes only its own test. */
+static int child_says_gpu(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    int (*init)(unsigned) = h ? (int (*)(unsigned))dlsym(h, "cuInit") : NULL;
+    int (*count)(int *) = h ? (int (*)(int *))dlsym(h, "cuDeviceGetCount") : NULL;
+    int n = 0;
+    return init && count && init(0) == 0 && count(&n) == 0 && n > 0;
+}
+
+static int gpu_present(void)
+{
+    static int cached = -1;
+    if (cached < 0) {
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0)
+            _exit(child_says_gpu() ? 0 : 1);
+        int st = 0;
+        cached = pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    }
+    return cached;
+}
+
+#define TT_RUN_ISOLATED(fn)                                                                                  \
+    do {                                                                                                     \
+        fflush(NULL);                                                                                        \
+        pid_t pid = fork();                                                                                  \
+        if (pid == 0) {                                                                                      \
+            tt_cur_failed = tt_cur_skipped = 0;                                                              \
+            fn();                                                                                            \
+            fflush(NULL);                                                                                    \
+            _exit(tt_cur_failed ? 1 : tt_cur_skipped ? 2 : 0);                                               \
+        }                                                                                                    \
+        int st = 0, code = 1;                                                                                \
+        if (pid > 0 && waitpid(pid, &st, 0) == pid)                                                          \
+            code = WIFEXITED(st) ? WEXITSTATUS(st) : 1;                                                      \
+        if (code == 0) {                                                                                     \
+            printf("  ok   %s\n", #fn);                                                                      \
+            tt_passed++;                                                                                     \
+        } else if (code == 2) {                                                                              \
+            tt_skipped++;                                                                                    \
+        } else {                                                                                             \
+            printf("  FAIL %s%s\n", #fn, WIFSIGNALED(st) ? " (crashed)" : "");                               \
+            tt_failed++;                                                                                     \
+        }                                                                                                    \
+    } while (0)
+
+static char db_path[128];
+
+/* ------------------------------------------------------------ the cache */
+
+#define GEMV_PARAMS(pdl) "TP_WARPS=8 TP_WPR=4 TP_ROWS=2 TP_VEC=8 TP_UNROLL=2 TP_CACHE=1 TP_PDL=" pdl
+#define NORM_PARAMS "TP_THREADS=256 TP_OP=0 TP_WFP32=0 TP_VEC=8 TP_REGS=1 TP_ITEMS=1 TP_PDL=0"
+#define ADD_PARAMS "TP_THREADS_PER_ROW=32 TP_ROWS_PER_BLOCK=4 TP_OP=1 TP_WFP32=0 TP_VEC=8 TP_REGS=1 TP_ITEMS=8 TP_PDL=0"
+#define SPLIT_PARAMS "TP_SPLIT=4 TP_THREADS=128 TP_OP=3 TP_WFP32=0 TP_VEC=8 TP_REGS=1 TP_ITEMS=1 TP_PDL=0"
+
+static at_key key_for(const at_device_info *d, const char *op, const char *shape)
+{
+    at_key k;
+    memset(&k, 0, sizeof k);
+    snprintf(k.op, sizeof k.op, "%s", op);
+    k.dtype = AT_BF16;
+    snprintf(k.shape, sizeof k.shape, "%s", shape);
+    snprintf(k.device, sizeof k.device, "%s", d->name);
+    k.cc = 10 * d->cc_major + d->cc_minor;
+    k.sms = d->sms;
+    k.driver_version = d->driver_version;
+    k.nvrtc_version = at_nvrtc_version();
+    at_sha256_hex("test", 4, k.space_sha);
+    at_nvrtc_common_options(AT_BF16, k.cc, k.options, sizeof k.options);
+    strcpy(k.tuner_version, AT_TUNER_VERSION);
+    return k;
+}
+
+/* Compiles template `tpl` with params for the present GPU and stores it as
+** the winner of op/shape; `garbage` stores bytes that do not load instead
+** (with their true sha256), so atk must rebuild them. */
+static int put_compiled(at_cache *c, at_templates *t, const at_device_info *d, const char *op, const char *shape,
+                        const char *tpl, const char *kernel, const char *params, const unsigned grid[3],
+                        unsigned block, int garbage)
+{
+    at_compile_job job;
+    const char *src = NULL;
+    memset(&job, 0, sizeof job);
+    if (at_templates_source(t, tpl, &src) != AT_OK)
+        return -1;
+    job.tpl = t;
+    job.name = tpl;
+    job.source = src;
+    job.arch = 10 * d->cc_major + d->cc_minor;
+    job.dtype = AT_BF16;
+    size_t pos = 0;
+    for (const char *p = params; *p;) {
+        size_t n = strcspn(p, " ");
+        pos += (size_t)snprintf(job.options + pos, sizeof job.options - pos, "%s-D%.*s", pos ? " " : "", (int)n, p);
+        p += n;
+        while (*p == ' ')
+            p++;
+    }
+    if (at_nvrtc_compile(&job) != AT_OK || !job.ok) {
+        fprintf(stderr, "  %s does not compile: %s\n", tpl, job.log ? job.log : at_errmsg());
+        at_compile_job_clear(&job);
+        return -1;
+    }
+    at_winner w;
+    memset(&w, 0, sizeof w);
+    snprintf(w.strategy, sizeof w.strategy, "%s", kernel + strcspn(kernel, "_") + 1);
+    snprintf(w.kernel, sizeof w.kernel, "%s", kernel);
+    snprintf(w.template_name, sizeof w.template_name, "%s", tpl);
+    snprintf(w.params, sizeof w.params, "%s", params);
+    w.us = 1.0;
+    w.baseline_us = 2.0;
+    w.speedup = 2.0;
+    memcpy(w.grid, grid, sizeof w.grid);
+    w.block[0] = block, w.block[1] = w.block[2] = 1;
+    static unsigned char junk[256];
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = (unsigned char)(i * 31 + 7);
+    w.cubin = garbage ? junk : job.cubin;
+    w.cubin_size = garbage ? sizeof junk : job.cubin_size;
+    at_key k = key_for(d, op, shape);
+    int rc = at_cache_put_winner(c, &k, &w);
+    at_compile_job_clear(&job);
+    return rc == AT_OK ? 0 : -1;
+}
+
+/* gemv 1x2048x2048 (splitk, PDL on sm_90+), gemv 1x1024x512 (a cubin that
+** does not load), rmsnorm 4x2048 (block_row), add_rmsnorm 4x2048 (warp_rows),
+** and on sm_90+ add_gemma_rmsnorm 2x4096 (split_row: a thread-block cluster
+** per row; the tuner itself never launches a norm, so this is its first run). */
+static int build_cache(at_gpu *g)
+{
+    at_cache *c = NULL;
+    at_templates *t = NULL;
+    const at_device_info *d = &g->info;
+    int rc = -1, pdl = d->cc_major >= 9;
+    unlink(db_path);
+    if (at_cache_open(db_path, &c) != AT_OK || at_templates_open("templates", &t) != AT_OK)
+        goto done;
+    const unsigned g1[3] = {2048 / 4, 1, 1}, g2[3] = {512 / 4, 1, 1}, g3[3] = {4, 1, 1}, g4[3] = {1, 1, 1};
+    if (put_compiled(c, t, d, "gemv", "1x2048x2048", "gemv/gemv_splitk.cu", "gemv_splitk",
+                     pdl ? GEMV_PARAMS("1") : GEMV_PARAMS("0"), g1, 256, 0) ||
+        put_compiled(c, t, d, "gemv", "1x1024x512", "gemv/gemv_splitk.cu", "gemv_splitk", GEMV_PARAMS("0"), g2, 256,
+                     1) ||
+        put_compiled(c, t, d, "rmsnorm", "4x2048", "norm/norm_block_row.cu", "norm_block_row", NORM_PARAMS, g3, 256,
+                     0) ||
+        put_compiled(c, t, d, "add_rmsnorm", "4x2048", "norm/norm_warp_rows.cu", "norm_warp_rows", ADD_PARAMS, g4,
+                     128, 0))
+        goto done;
+    const unsigned g5[3] = {4, 2, 1};
+    if (pdl && put_compiled(c, t, d, "add_gemma_rmsnorm", "2x4096", "norm/norm_split_row.cu", "norm_split_row",
+                            SPLIT_PARAMS, g5, 128, 0))
+        goto done;
+    rc = 0;
+done:
+    at_templates_free(t);
+    at_cache_close(c);
+    return rc;
+}
+
+/* A GPU (tuner's helper: primary context current, a stream) and the cache. */
+static at_gpu *setup(atk_ctx **ctx)
+{
+    at_gpu *g = NULL;
+    *ctx = NULL;
+    if (at_gpu_open(0, 0, &g) != AT_OK) {
+        fprintf(stderr, "  %s\n", at_errmsg());
+        return NULL;
+    }
+    CHECK_EQ_INT(build_cache(g), 0);
+    setenv("ATK_TEMPLATES", "templates", 1);
+    int rc = atk_open(db_path, 0, 0, ctx);
+    CHECK_EQ_INT(rc, ATK_OK);
+    if (rc != ATK_OK)
+        fprintf(stderr, "  atk_open: %s\n", atk_errmsg(NULL));
+    else
+        printf("%s", atk_report(*ctx));
+    return g;
+}
+
+/* ------------------------------------------------------------ buffers */
+
+typedef struct buf {
+    CUdeviceptr d;
+    uint16_t *h;
+    size_t n;
+} buf;
+
+static int buf_new(at_gpu *g, buf *b, size_t n, uint64_t seed)
+{
+    b->n = n;
+    b->h = malloc(n * sizeof *b->h);
+    if (!b->h || at_gpu_alloc(g, &b->d, n * 2) != AT_OK)
+        return -1;
+    at_fill_random(AT_BF16, b->h, n, seed, 1.0f);
+    g->cu.cuMemcpyHtoDAsync_(b->d, b->h, n * 2, g->stream);
+    return g->cu.cuStreamSynchronize_(g->stream) == CUDA_SUCCESS ? 0 : -1;
+}
+
+static void buf_get(at_gpu *g, buf *b)
+{
+    g->cu.cuMemcpyDtoHAsync_(b->h, b->d, b->n * 2, g->stream);
+    g->cu.cuStreamSynchronize_(g->stream);
+}
+
+static void buf_free(at_gpu *g, buf *b)
+{
+    at_gpu_free(g, b->d);
+    free(b->h);
+}
+
+/* ||y - ref|| / ||ref|| for y of bf16 bits. */
+static double rel_err(const uint16_t *y, const double *ref, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double v = at_bf16_to_f32(y[i]), e = v - ref[i];
+        if (v != v)
+            return INFINITY;
+        num += e * e;
+        den += ref[i] * ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* y = atk_gemv(x, W) for MxKxN against fp64, on the expected path; with
+** `shift`, x starts one element into its buffer (2-byte aligned only), so a
+** kernel with 16-byte loads must not serve it: atk falls back. */
+static void check_gemv_at(at_gpu *g, atk_ctx *ctx, int M, int K, int N, int want_path, int shift)
+{
+    buf x, W, y;
+    atk_choice ch;
+    atk_op_stats before, after;
+    CHECK_EQ_INT(atk_explain(ctx, ATK_OP_GEMV, ATK_BF16, M, K, N, &ch), ATK_OK);
+    CHECK_EQ_INT(ch.path, want_path);
+    atk_stats(ctx, ATK_OP_GEMV, &before);
+    if (buf_new(g, &x, (size_t)M * (size_t)K + 1, 1) || buf_new(g, &W, (size_t)N * (size_t)K, 2) || buf_new(g, &y, (size_t)M * (size_t)N, 3)) {
+        CHECK(0);
+        return;
+    }
+    g->cu.cuMemsetD16Async_(y.d, 0x7fc0, y.n, g->stream); /* NaN poison */
+    CHECK_EQ_INT(atk_gemv(ctx, (atk_stream)g->stream, ATK_BF16, M, K, N, (void *)(x.d + 2u * (unsigned)shift),
+                          (void *)W.d, (void *)y.d),
+                 ATK_OK);
+    buf_get(g, &y);
+    atk_stats(ctx, ATK_OP_GEMV, &after);
+    if (shift)
+        CHECK_EQ_INT(after.fallback, before.fallback + 1);
+    double *ref = malloc((size_t)M * (size_t)N * sizeof *ref);
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double s = 0;
+            for (int k = 0; k < K; k++)
+                s += (double)at_bf16_to_f32(x.h[(size_t)m * (size_t)K + (size_t)k + (size_t)shift]) * at_bf16_to_f32(W.h[(size_t)n * (size_t)K + (size_t)k]);
+            ref[(size_t)m * (size_t)N + (size_t)n] = s;
+        }
+    double err = rel_err(y.h, ref, y.n);
+    printf("  gemv %dx%dx%d path %d (%s %s) rel err %.2e\n", M, K, N, ch.path, ch.strategy, ch.params, err);
+    CHECK(err <= 1e-2);
+    free(ref);
+    buf_free(g, &x);
+    buf_free(g, &W);
+    buf_free(g, &y);
+}
+
+static void check_gemv(at_gpu *g, atk_ctx *ctx, int M, int K, int N, int want_path)
+{
+    check_gemv_at(g, ctx, M, K, N, want_path, 0);
+}
+
+static void check_norm(at_gpu *g, atk_ctx *ctx, int op, int T, int H, int want_path)
+{
+    static const at_norm_op ref_op[ATK_NOPS] = {0, AT_NORM_RMSNORM, AT_NORM_ADD_RMSNORM, AT_NORM_GEMMA_RMSNORM,
+                                                AT_NORM_ADD_GEMMA_RMSNORM};
+    int add = op == ATK_OP_ADD_RMSNORM || op == ATK_OP_ADD_GEMMA_RMSNORM;
+    buf x, r, w, y;
+    atk_choice ch;
+    const float eps = 1e-6f;
+    CHECK_EQ_INT(atk_explain(ctx, op, ATK_BF16, T, H, 0, &ch), ATK_OK);
+    CHECK_EQ_INT(ch.path, want_path);
+    if (buf_new(g, &x, (size_t)T * (size_t)H, 4) || buf_new(g, &r, (size_t)T * (size_t)H, 5) || buf_new(g, &w, (size_t)H, 6) ||
+        buf_new(g, &y, (size_t)T * (size_t)H, 7)) {
+        CHECK(0);
+        return;
+    }
+    double *ref = malloc((size_t)T * (size_t)H * sizeof *ref);
+    uint16_t *z = malloc((size_t)T * (size_t)H * 2);
+    CHECK_EQ_INT(at_norm_ref_run(ref_op[op], AT_BF16, T, H, x.h, add ? r.h : NULL, w.h, 0, eps, ref, add ? z : NULL),
+                 AT_OK);
+    int rc;
+    atk_stream s = (atk_stream)g->stream;
+    void *px = (void *)x.d, *pr = (void *)r.d, *pw = (void *)w.d, *py = (void *)y.d;
+    switch (op) {
+    case ATK_OP_RMSNORM: rc = atk_rmsnorm(ctx, s, ATK_BF16, T, H, px, pw, py, eps); break;
+    case ATK_OP_ADD_RMSNORM: rc = atk_add_rmsnorm(ctx, s, ATK_BF16, T, H, px, pr, pw, py, eps); break;
+    case ATK_OP_GEMMA_RMSNORM: rc = atk_gemma_rmsnorm(ctx, s, ATK_BF16, T, H, px, pw, py, eps); break;
+    default: rc = atk_add_gemma_rmsnorm(ctx, s, ATK_BF16, T, H, px, pr, pw, py, eps); break;
+    }
+    CHECK_EQ_INT(rc, ATK_OK);
+    buf_get(g, &y);
+    double err = rel_err(y.h, ref, y.n);
+    printf("  %s %dx%d path %d (%s) rel err %.2e\n", atk_op_name(op), T, H, ch.path, ch.kernel, err);
+    CHECK(err <= 1e-2);
+    if (add) { /* z is bit-exact */
+        buf_get(g, &r);
+        CHECK(memcmp(r.h, z, r.n * 2) == 0);
+    }
+    free(ref);
+    free(z);
+    buf_free(g, &x);
+    buf_free(g, &r);
+    buf_free(g, &w);
+    buf_free(g, &y);
+}
+
+/* ---------------------------------------------------------------- tests */
+
+static void results_equal_reference(void)
+{
+    atk_ctx *ctx;
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    at_gpu *g = setup(&ctx);
+    if (!g || !ctx) {
+        CHECK(0);
+        return;
+    }
+    atk_info in;
+    atk_get_info(ctx, &in);
+    const int sm90 = in.cc >= 90;
+    CHECK_EQ_INT(in.loaded, sm90 ? 5 : 4);
+    CHECK_EQ_INT(in.recompiled, 1); /* 1x1024x512's cubin did not load */
+    check_gemv(g, ctx, 1, 2048, 2048, ATK_PATH_TUNED);
+    check_gemv(g, ctx, 1, 1024, 512, ATK_PATH_TUNED);  /* the rebuilt cubin */
+    check_gemv(g, ctx, 1, 2048, 1000, ATK_PATH_INFERRED);
+    check_gemv(g, ctx, 3, 2048, 777, ATK_PATH_INFERRED);
+    check_gemv(g, ctx, 2, 2050, 300, ATK_PATH_FALLBACK); /* K % 8: cuBLAS */
+    check_gemv_at(g, ctx, 1, 2048, 2048, ATK_PATH_TUNED, 1); /* misaligned x: cuBLAS */
+    check_norm(g, ctx, ATK_OP_RMSNORM, 4, 2048, ATK_PATH_TUNED);
+    check_norm(g, ctx, ATK_OP_RMSNORM, 7, 4096, ATK_PATH_INFERRED); /* re-read path: 2 vectors per thread */
+    check_norm(g, ctx, ATK_OP_RMSNORM, 3, 1030, ATK_PATH_FALLBACK); /* H % 8: naive */
+    check_norm(g, ctx, ATK_OP_ADD_RMSNORM, 4, 2048, ATK_PATH_TUNED);
+    check_norm(g, ctx, ATK_OP_ADD_RMSNORM, 9, 2048, ATK_PATH_INFERRED);
+    check_norm(g, ctx, ATK_OP_GEMMA_RMSNORM, 2, 2048, ATK_PATH_FALLBACK);
+    check_norm(g, ctx, ATK_OP_ADD_GEMMA_RMSNORM, 2, 2050, ATK_PATH_FALLBACK);
+    if (sm90) { /* split_row, tuned and inferred (a row of 256 vectors over 4 blocks of 128 threads) */
+        check_norm(g, ctx, ATK_OP_ADD_GEMMA_RMSNORM, 2, 4096, ATK_PATH_TUNED);
+        check_norm(g, ctx, ATK_OP_ADD_GEMMA_RMSNORM, 3, 2048, ATK_PATH_INFERRED);
+    }
+    atk_op_stats s;
+    atk_stats(ctx, ATK_OP_GEMV, &s);
+    CHECK(s.calls == 6 && s.tuned == 2 && s.inferred == 2 && s.fallback == 2);
+    atk_close(ctx);
+    at_gpu_close(g);
+}
+
+/* A step captured through atk replays to the same bits as eager calls, on
+** the stream it was warmed up on and on a stream first seen in a capture. */
+static void graph_capture(void)
+{
+    atk_ctx *ctx;
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    at_gpu *g = setup(&ctx);
+    if (!g || !ctx) {
+        CHECK(0);
+        return;
+    }
+    buf x, W, y, y2, w, h;
+    CHECK(!buf_new(g, &x, 2048, 11) && !buf_new(g, &W, 2048 * 2048, 12) && !buf_new(g, &y, 2048, 13) &&
+          !buf_new(g, &y2, 2048, 14) && !buf_new(g, &w, 2048, 15) && !buf_new(g, &h, 300, 16));
+    atk_stream s = (atk_stream)g->stream;
+    void *px = (void *)x.d, *pW = (void *)W.d, *py = (void *)y.d, *py2 = (void *)y2.d, *pw = (void *)w.d,
+         *ph = (void *)h.d;
+    /* tuned GEMV -> y, norm (inferred: T=1) -> y2, GEMV fallback (cuBLAS, K
+    ** 2046) -> h, norm fallback (gemma) -> y[0..300) */
+#define STEP()                                                                                               \
+    (atk_gemv(ctx, s, ATK_BF16, 1, 2048, 2048, px, pW, py) | atk_rmsnorm(ctx, s, ATK_BF16, 1, 2048, py, pw, py2, 1e-6f) | \
+     atk_gemv(ctx, s, ATK_BF16, 1, 2046, 300, py2, pW, ph) | atk_gemma_rmsnorm(ctx, s, ATK_BF16, 1, 300, ph, pw, py, 1e-6f))
+    CHECK_EQ_INT(STEP(), ATK_OK);
+    buf_get(g, &y);
+    uint16_t eager[300];
+    memcpy(eager, y.h, sizeof eager);
+    CUgraph graph = NULL;
+    CUgraphExec exec = NULL;
+    CHECK_EQ_INT(g->cu.cuStreamBeginCapture_(g->stream, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    CHECK_EQ_INT(STEP(), ATK_OK);
+    CHECK_EQ_INT(g->cu.cuStreamEndCapture_(g->stream, &graph), CUDA_SUCCESS);
+    CHECK_EQ_INT(g->cu.cuGraphInstantiate_(&exec, graph, 0), CUDA_SUCCESS);
+    g->cu.cuMemsetD16Async_(y.d, 0x7fc0, 2048, g->stream);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ_INT(g->cu.cuGraphLaunch_(exec, g->stream), CUDA_SUCCESS);
+    buf_get(g, &y);
+    CHECK(memcmp(y.h, eager, sizeof eager) == 0); /* the last op's output, through all four */
+    /* a stream atk has never served, captured at once: a cuBLAS handle is
+    ** bound to it and its first cublasSetStream / cublasSetWorkspace run
+    ** inside the capture (cuBLAS itself was warmed up by the eager step) */
+    CUstream s2 = NULL;
+    CUgraph graph2 = NULL;
+    CUgraphExec exec2 = NULL;
+    CHECK_EQ_INT(g->cu.cuStreamCreate_(&s2, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    s = (atk_stream)s2;
+    CHECK_EQ_INT(g->cu.cuStreamBeginCapture_(s2, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    CHECK_EQ_INT(STEP(), ATK_OK);
+    CHECK_EQ_INT(g->cu.cuStreamEndCapture_(s2, &graph2), CUDA_SUCCESS);
+    CHECK_EQ_INT(g->cu.cuGraphInstantiate_(&exec2, graph2, 0), CUDA_SUCCESS);
+    g->cu.cuMemsetD16Async_(y.d, 0x7fc0, 2048, g->stream);
+    CHECK_EQ_INT(g->cu.cuStreamSynchronize_(g->stream), CUDA_SUCCESS);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ_INT(g->cu.cuGraphLaunch_(exec2, s2), CUDA_SUCCESS);
+    CHECK_EQ_INT(g->cu.cuStreamSynchronize_(s2), CUDA_SUCCESS);
+    buf_get(g, &y);
+    CHECK(memcmp(y.h, eager, sizeof eager) == 0);
+#undef STEP
+    if (exec2)
+        g->cu.cuGraphExecDestroy_(exec2);
+    if (graph2)
+        g->cu.cuGraphDestroy_(graph2);
+    if (s2)
+        g->cu.cuStreamDestroy_(s2);
+    if (exec)
+        g->cu.cuGraphExecDestroy_(exec);
+    if (graph)
+        g->cu.cuGraphDestroy_(graph);
+    buf_free(g, &x), buf_free(g, &W), buf_free(g, &y), buf_free(g, &y2), buf_free(g, &w), buf_free(g, &h);
+    atk_close(ctx);
+    at_gpu_close(g);
+}
+
+typedef struct worker {
+    at_gpu *g;
+    atk_ctx *ctx;
+    CUdeviceptr x, W, y;
+    int id, errors;
+} worker;
+
+static void *work(void *arg)
+{
+    worker *w = arg;
+    CUstream s = NULL;
+    /* creating the stream needs the context current; then the odd threads
+    ** drop it, so atk must push its own context (and pop it) on every call */
+    if (w->g->cu.cuCtxSetCurrent_(w->g->ctx) != CUDA_SUCCESS ||
+        w->g->cu.cuStreamCreate_(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+        w->errors++;
+        return NULL;
+    }
+    if (w->id % 2 && w->g->cu.cuCtxSetCurrent_(NULL) != CUDA_SUCCESS)
+        w->errors++;
+    CUdeviceptr y = w->y + (CUdeviceptr)w->id * 2048 * 2;
+    for (int r = 0; r < 200; r++) {
+        int N = r % 3 == 0 ? 2048 : r % 3 == 1 ? 1000 : 300; /* tuned, inferred, cuBLAS (K=2046) */
+        int K = r % 3 == 2 ? 2046 : 2048;
+        if (atk_gemv(w->ctx, (atk_stream)s, ATK_BF16, 1, K, N, (void *)w->x, (void *)w->W, (void *)y) != ATK_OK)
+            w->errors++;
+    }
+    if ((w->id % 2 && w->g->cu.cuCtxSetCurrent_(w->g->ctx) != CUDA_SUCCESS) ||
+        w->g->cu.cuStreamSynchronize_(s) != CUDA_SUCCESS)
+        w->errors++;
+    w->g->cu.cuStreamDestroy_(s);
+    return NULL;
+}
+
+static void many_threads(void)
+{
+    atk_ctx *ctx;
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    at_gpu *g = setup(&ctx);
+    if (!g || !ctx) {
+        CHECK(0);
+        return;
+    }
+    buf x, W, y;
+    CHECK(!buf_new(g, &x, 2048, 21) && !buf_new(g, &W, 2048 * 2048, 22) && !buf_new(g, &y, 8 * 2048, 23));
+    pthread_t t[8];
+    worker w[8];
+    for (int i = 0; i < 8; i++) {
+        w[i] = (worker){.g = g, .ctx = ctx, .x = x.d, .W = W.d, .y = y.d, .id = i};
+        CHECK_EQ_INT(pthread_create(&t[i], NULL, work, &w[i]), 0);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(t[i], NULL);
+        CHECK_EQ_INT(w[i].errors, 0);
+    }
+    /* every thread's last call was r = 199: N = 1000 (inferred), same inputs */
+    buf_get(g, &y);
+    for (int i = 1; i < 8; i++)
+        CHECK(memcmp(y.h, y.h + (size_t)i * 2048, 1000 * 2) == 0);
+    atk_op_stats s;
+    atk_stats(ctx, ATK_OP_GEMV, &s);
+    CHECK(s.calls == 1600 && s.tuned + s.inferred + s.fallback == 1600);
+    buf_free(g, &x), buf_free(g, &W), buf_free(g, &y);
+    atk_close(ctx);
+    at_gpu_close(g);
+}
+
+int main(void)
+{
+    snprintf(db_path, sizeof db_path, "/tmp/test_atk_gpu.%ld.db", (long)getpid());
+    TT_RUN_ISOLATED(results_equal_reference);
+    TT_RUN_ISOLATED(graph_capture);
+    TT_RUN_ISOLATED(many_threads);
+    unlink(db_path);
+    return TT_DONE();
+}

@@ -1,0 +1,338 @@
+/*
+** test_op.c — the op table without a GPU: every op is found with its rank
+** and spec, the host-side hooks (open, key options, copy sizes) on real and
+** edited specs, the key telling fp32 Gemma weights apart, and the report
+** of a (synthetic) norm run showing both baselines where GEMV shows cuBLAS.
+*/
+#include "autotune.h"
+#include "op.h"
+#include "tinytest.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const NORMS[4] = {"rmsnorm", "add_rmsnorm", "gemma_rmsnorm", "add_gemma_rmsnorm"};
+
+static void table_lists_every_op(void)
+{
+    CHECK(at_op_find("gemv") == &at_op_gemv);
+    CHECK_EQ_INT(at_op_gemv.rank, 3);
+    CHECK(at_op_find("layernorm") == NULL);
+    CHECK(at_op_find(NULL) == NULL);
+    int n = 0;
+    while (at_op_at(n))
+        n++;
+    CHECK_EQ_INT(n, 5);
+    CHECK(at_op_at(-1) == NULL);
+    for (int i = 0; i < 4; i++) {
+        const at_op *op = at_op_find(NORMS[i]);
+        CHECK(op != NULL);
+        if (!op)
+            continue;
+        CHECK_EQ_INT(op->rank, 2);
+        CHECK(strcmp(op->shape_form, "TxH") == 0);
+        CHECK(op->check_baselines);
+        /* every baseline template the key hashes exists */
+        at_templates *tpl = NULL;
+        CHECK_EQ_INT(at_templates_open("templates", &tpl), AT_OK);
+        for (int k = 0; tpl && op->extra_templates[k]; k++) {
+            const char *src = NULL;
+            CHECK_EQ_INT(at_templates_source(tpl, op->extra_templates[k], &src), AT_OK);
+        }
+        at_templates_free(tpl);
+    }
+}
+
+/* Opens op `name` on spec `spec_path` (host only) for shape; fills res. */
+static int open_op(const char *name, const char *spec_path, const char *shape, double eps, at_search_result *res,
+                   char *keyopts, size_t keylen, size_t *copy_bytes)
+{
+    const at_op *op = at_op_find(name);
+    at_spec *sp = NULL;
+    at_templates *tpl = NULL;
+    void *st = NULL;
+    at_search_opts o = {.op = name, .dtype = AT_BF16, .spec_path = spec_path, .eps = eps};
+    int rc;
+    memset(res, 0, sizeof *res);
+    if (!op)
+        return -1;
+    if ((rc = at_shape_parse(shape, op->rank, &o.shape)) != AT_OK || (rc = at_spec_load(spec_path, &sp)) != AT_OK ||
+        (rc = at_templates_open("templates", &tpl)) != AT_OK)
+        goto done;
+    at_problem pb = {.op = name, .dtype = AT_BF16, .shape = o.shape, .arch = 90, .sms = 132};
+    at_op_env env = {.o = &o, .spec = sp, .tpl = tpl, .pb = &pb};
+    if ((rc = op->open(&env, res, &st)) == AT_OK) {
+        op->key_options(st, keyopts, keylen);
+        *copy_bytes = op->copy_bytes(st);
+    }
+done:
+    if (st)
+        op->close(st);
+    at_templates_free(tpl);
+    at_spec_free(sp);
+    return rc;
+}
+
+static void norm_open_names_baselines_and_sizes(void)
+{
+    for (int i = 0; i < 4; i++) {
+        char spec[64], keyopts[64] = "x";
+        size_t cb = 0;
+        at_search_result res;
+        snprintf(spec, sizeof spec, "search/%s.lua", NORMS[i]);
+        CHECK_EQ_INT(open_op(NORMS[i], spec, "3x2050", 0.0, &res, keyopts, sizeof keyopts, &cb), AT_OK);
+        CHECK_EQ_INT(res.nbaselines, 2);
+        CHECK(strcmp(res.baselines[0].strategy, "naive") == 0);
+        CHECK(strcmp(res.baselines[1].strategy, "unfused") == 0);
+        CHECK_STR_HAS(res.baselines[1].what, i & 1 ? "8 kernels: add cast" : "7 kernels: cast sq");
+        CHECK(res.eps == (double)1e-6f); /* the default, as the float the kernel gets */
+        CHECK(keyopts[0] == '\0');       /* bf16 w: nothing added to the key's options */
+        /* one copy: x, y (and residual), 256-byte aligned, and w */
+        size_t row = (3 * 2050 * 2 + 255) / 256 * 256, w = (2050 * 2 + 255) / 256 * 256;
+        CHECK_EQ_INT(cb, (i & 1 ? 3 : 2) * row + w);
+    }
+    char keyopts[64];
+    size_t cb;
+    at_search_result res;
+    CHECK_EQ_INT(open_op("rmsnorm", "search/rmsnorm.lua", "1x2048", 1e-5, &res, keyopts, sizeof keyopts, &cb), AT_OK);
+    CHECK(res.eps == (double)1e-5f);
+    CHECK_EQ_INT(open_op("rmsnorm", "search/rmsnorm.lua", "1x2048", -1.0, &res, keyopts, sizeof keyopts, &cb),
+                 AT_ERR_USAGE);
+    CHECK_STR_HAS(at_errmsg(), "eps");
+    CHECK_EQ_INT(open_op("rmsnorm", "search/rmsnorm.lua", "1x2048", 2.0, &res, keyopts, sizeof keyopts, &cb),
+                 AT_ERR_USAGE);
+    /* a spec whose TP_OP is another op's */
+    CHECK_EQ_INT(open_op("rmsnorm", "search/add_rmsnorm.lua", "1x2048", 0.0, &res, keyopts, sizeof keyopts, &cb),
+                 AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "TP_OP=1");
+}
+
+static void gemv_open_keeps_the_key_and_cublas(void)
+{
+    char keyopts[64] = "x";
+    size_t cb = 0;
+    at_search_result res;
+    CHECK_EQ_INT(open_op("gemv", "search/gemv.lua", "1x2048x8192", 0.0, &res, keyopts, sizeof keyopts, &cb), AT_OK);
+    CHECK(keyopts[0] == '\0');
+    CHECK_EQ_INT(cb, 2048 * 8192 * 2); /* the weights only */
+    CHECK_EQ_INT(res.nbaselines, 1);
+    CHECK(strcmp(res.baselines[0].strategy, "cublas") == 0);
+    CHECK(strcmp(res.baselines[0].label, "cuBLAS") == 0);
+}
+
+static char *slurp_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long n;
+    if (!f)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (buf = calloc(1, (size_t)n + 1)) != NULL && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    return buf;
+}
+
+/* Writes `path`: the spec at `from` with its "[NORM_OP]" line's fp32-w
+** flag set to 1. Returns 0 on success. */
+static int write_w32_spec(const char *from, const char *path)
+{
+    char *src = slurp_text(from), *p = src ? strstr(src, ", 0 -- [NORM_OP]") : NULL;
+    FILE *f = p ? fopen(path, "w") : NULL;
+    int rc = -1;
+    if (f) {
+        p[2] = '1';
+        rc = fputs(src, f) < 0;
+        rc |= fclose(f) != 0;
+    }
+    free(src);
+    return rc;
+}
+
+/* fp32 Gemma weights build other kernels: the key's options say so, and
+** the key differs from the bf16-w one; a non-Gemma spec with fp32 w is
+** refused. */
+static void fp32_weights_change_the_key(void)
+{
+    char path[64], keyopts[64];
+    size_t cb = 0, cb16 = 0;
+    at_search_result res;
+    snprintf(path, sizeof path, "/tmp/at_test_op_w32_%d.lua", (int)getpid());
+    CHECK_EQ_INT(write_w32_spec("search/add_gemma_rmsnorm.lua", path), 0);
+    CHECK_EQ_INT(open_op("add_gemma_rmsnorm", path, "1x2048", 0.0, &res, keyopts, sizeof keyopts, &cb), AT_OK);
+    CHECK(strcmp(keyopts, "-DTP_WFP32=1") == 0);
+    CHECK_STR_HAS(res.baselines[0].what, "TP_WFP32=1");
+    CHECK_EQ_INT(open_op("add_gemma_rmsnorm", "search/add_gemma_rmsnorm.lua", "1x2048", 0.0, &res, keyopts,
+                         sizeof keyopts, &cb16),
+                 AT_OK);
+    CHECK_EQ_INT(cb - cb16, 2048 * 2); /* w is twice as wide */
+
+    /* through the pipeline (dry run): the key's options and digest differ */
+    at_search_opts o = {.op = "add_gemma_rmsnorm", .dtype = AT_BF16, .spec_path = path,
+                        .templates_root = "templates", .arch = 90, .dry_run = 1, .reps = 5};
+    at_search_result a, b;
+    /* a spec of one candidate keeps this quick */
+    char tiny[64];
+    snprintf(tiny, sizeof tiny, "/tmp/at_test_op_tiny_%d.lua", (int)getpid());
+    FILE *f = fopen(tiny, "w");
+    CHECK(f != NULL);
+    if (!f)
+        goto done;
+    fputs("local W = 1 -- [NORM_OP]\n"
+          "return { op = 'add_gemma_rmsnorm', strategies = { { name = 'block_row',\n"
+          "  template = 'norm/norm_block_row.cu', kernel = 'norm_block_row',\n"
+          "  params = { { 'TP_THREADS', {256} }, { 'TP_OP', {3} }, { 'TP_WFP32', {W} }, { 'TP_VEC', {8} },\n"
+          "             { 'TP_REGS', {1} }, { 'TP_ITEMS', {1} }, { 'TP_PDL', {0} } },\n"
+          "  constraints = {}, grid = function(p, s) return { s.T, 1, 1 } end,\n"
+          "  block = function(p, s) return { 256, 1, 1 } end } },\n"
+          "  bytes = function(s) return 4 * s.T * s.H * s.elem + s.H * 4 end }\n",
+          f);
+    fclose(f);
+    o.spec_path = tiny;
+    CHECK_EQ_INT(at_shape_parse("1x2048", 2, &o.shape), AT_OK);
+    CHECK_EQ_INT(at_search_run(&o, &a), AT_OK);
+    CHECK_EQ_INT(a.ncompiled, 1);
+    CHECK_STR_HAS(a.key.options, "-DTP_DTYPE=1 -DTP_WFP32=1");
+    /* the same spec with bf16 w */
+    char *src = slurp_text(tiny);
+    if (src && (f = fopen(tiny, "w")) != NULL) {
+        src[10] = '0'; /* "local W = 1" -> 0 */
+        fputs(src, f);
+        fclose(f);
+    }
+    free(src);
+    CHECK_EQ_INT(at_search_run(&o, &b), AT_OK);
+    CHECK(strstr(b.key.options, "TP_WFP32") == NULL);
+    CHECK(strcmp(a.key_sha, b.key_sha) != 0);
+    at_search_result_free(&a);
+    at_search_result_free(&b);
+    remove(tiny);
+done:
+    /* fp32 w is for Gemma only */
+    CHECK_EQ_INT(write_w32_spec("search/gemma_rmsnorm.lua", path), 0);
+    {
+        char *s2 = slurp_text(path);
+        FILE *g = s2 ? fopen(path, "w") : NULL;
+        if (g) {
+            char *q = strstr(s2, "\"gemma_rmsnorm\", 2");
+            if (q) /* same text, op rmsnorm (TP_OP 0) */
+                memcpy(q, "\"rmsnorm\", 0      ", 18);
+            fputs(s2, g);
+            fclose(g);
+        }
+        free(s2);
+    }
+    CHECK_EQ_INT(open_op("rmsnorm", path, "1x2048", 0.0, &res, keyopts, sizeof keyopts, &cb), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "Gemma");
+    remove(path);
+}
+
+/* The table of a norm run: both baselines, their ratios, the winner rule's
+** wording; a GEMV run still says cuBLAS. Synthetic numbers, no GPU. */
+static void report_shows_both_baselines(void)
+{
+    at_search_opts o = {.op = "add_rmsnorm", .dtype = AT_BF16};
+    at_search_result r;
+    at_search_row row;
+    char *buf = NULL;
+    size_t len = 0;
+    CHECK_EQ_INT(at_shape_parse("1x2048", 2, &o.shape), AT_OK);
+    memset(&r, 0, sizeof r);
+    memset(&row, 0, sizeof row);
+    snprintf(r.key.op, sizeof r.key.op, "add_rmsnorm");
+    snprintf(r.dev.name, sizeof r.dev.name, "NVIDIA H200");
+    r.dev.read_gbps = 4500;
+    r.nbaselines = 2;
+    snprintf(r.baselines[0].strategy, sizeof r.baselines[0].strategy, "naive");
+    snprintf(r.baselines[0].label, sizeof r.baselines[0].label, "naive");
+    snprintf(r.baselines[0].what, sizeof r.baselines[0].what, "norm_naive TP_OP=1");
+    snprintf(r.baselines[0].json_name, sizeof r.baselines[0].json_name, "norm_naive");
+    snprintf(r.baselines[1].strategy, sizeof r.baselines[1].strategy, "unfused");
+    snprintf(r.baselines[1].label, sizeof r.baselines[1].label, "unfused");
+    snprintf(r.baselines[1].what, sizeof r.baselines[1].what, "8 kernels");
+    snprintf(r.baselines[1].json_name, sizeof r.baselines[1].json_name, "unfused");
+    r.base_us = r.baselines[0].us = 2.0;
+    r.baselines[1].us = 12.0;
+    r.eps = 1e-6;
+    r.bytes = 20480;
+    r.copies = 11000;
+    r.groups = 28;
+    r.launches = 400;
+    r.reps = 7;
+    snprintf(row.trial.strategy, sizeof row.trial.strategy, "block_row");
+    snprintf(row.trial.params, sizeof row.trial.params, "TP_THREADS=256");
+    row.trial.us = 1.0;
+    row.ratio = 2.0;
+    row.gbps = 20.48;
+    r.rows = &row;
+    r.nrows = 1;
+    snprintf(r.winner.strategy, sizeof r.winner.strategy, "block_row");
+    snprintf(r.winner.params, sizeof r.winner.params, "TP_THREADS=256");
+    r.winner.us = 1.0;
+    r.winner.speedup = 2.0;
+    FILE *f = open_memstream(&buf, &len);
+    at_report_text(f, &o, &r, 10, "/tmp/x.db");
+    fclose(f);
+    CHECK_STR_HAS(buf, "vs naive");
+    CHECK_STR_HAS(buf, "vs unfused");
+    CHECK_STR_HAS(buf, "12.00x"); /* the winner against the unfused chain */
+    CHECK_STR_HAS(buf, "6.00x");  /* naive against unfused */
+    CHECK_STR_HAS(buf, "cold inputs (11000 copies of x, residual, w, y");
+    CHECK_STR_HAS(buf, "28 graphs of 400 launches");
+    CHECK_STR_HAS(buf, "residual updated in place");
+    CHECK_STR_HAS(buf, "2.00x naive, 12.00x unfused  stored in /tmp/x.db");
+    CHECK(strstr(buf, "cuBLAS") == NULL);
+    free(buf);
+    /* the naive kernel kept: said as such */
+    snprintf(r.winner.strategy, sizeof r.winner.strategy, "naive");
+    r.winner.us = 2.0;
+    f = open_memstream(&buf, &len);
+    at_report_text(f, &o, &r, 10, "/tmp/x.db");
+    fclose(f);
+    CHECK_STR_HAS(buf, "winner  naive (no candidate beat it beyond the noise)");
+    free(buf);
+    f = open_memstream(&buf, &len);
+    at_report_json(f, &o, &r, "/tmp/x.db", 0);
+    fclose(f);
+    CHECK_STR_HAS(buf, "\"baseline\":{\"name\":\"norm_naive\"");
+    CHECK_STR_HAS(buf, "\"eps\":1e-06");
+    CHECK_STR_HAS(buf, "\"baselines\":[{\"name\":\"norm_naive\"");
+    CHECK_STR_HAS(buf, "{\"name\":\"unfused\",\"strategy\":\"unfused\"");
+    free(buf);
+    /* GEMV: one baseline, cuBLAS, no norm fields */
+    at_search_opts og = {.op = "gemv", .dtype = AT_BF16};
+    CHECK_EQ_INT(at_shape_parse("1x2048x2048", 3, &og.shape), AT_OK);
+    r.nbaselines = 1;
+    snprintf(r.baselines[0].strategy, sizeof r.baselines[0].strategy, "cublas");
+    snprintf(r.baselines[0].label, sizeof r.baselines[0].label, "cuBLAS");
+    snprintf(r.baselines[0].what, sizeof r.baselines[0].what, "cublasGemmEx (fp32 compute)");
+    snprintf(r.baselines[0].json_name, sizeof r.baselines[0].json_name, "cublasGemmEx");
+    r.eps = 0;
+    snprintf(r.winner.strategy, sizeof r.winner.strategy, "warp_row");
+    r.winner.us = 1.0;
+    f = open_memstream(&buf, &len);
+    at_report_text(f, &og, &r, 10, "/tmp/x.db");
+    at_report_json(f, &og, &r, "/tmp/x.db", 0);
+    fclose(f);
+    CHECK_STR_HAS(buf, "vs cuBLAS\n");
+    CHECK_STR_HAS(buf, "cublasGemmEx (fp32 compute)");
+    CHECK_STR_HAS(buf, "2.00x cuBLAS  stored in");
+    CHECK_STR_HAS(buf, "timing  cold weights (11000 copies");
+    CHECK_STR_HAS(buf, "\"baseline\":{\"name\":\"cublasGemmEx\"");
+    CHECK(strstr(buf, "unfused") == NULL && strstr(buf, "\"eps\"") == NULL && strstr(buf, "baselines") == NULL);
+    free(buf);
+}
+
+int main(void)
+{
+    TT_RUN(table_lists_every_op);
+    TT_RUN(norm_open_names_baselines_and_sizes);
+    TT_RUN(gemv_open_keeps_the_key_and_cublas);
+    TT_RUN(fp32_weights_change_the_key);
+    TT_RUN(report_shows_both_baselines);
+    return TT_DONE();
+}

@@ -1,0 +1,532 @@
+/*
+** test_skinny.c — the small-batch (M = 2..16) GEMV strategies without a GPU
+** (label nvrtc): a host emulation of gemv_mma.cu's fragment mapping against
+** a plain matmul; which strategies search/gemv.lua keeps live at which M,
+** with the M=1 space unchanged; and every distinct live candidate of the
+** M > 1 space compiling for sm_80, sm_89 and sm_90, bf16 and fp16.
+*/
+#include "autotune.h"
+#include "tinytest.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+/* ------------------------------------------------ mma fragment emulation */
+
+/* One warp's mma.m16n8k16 as the PTX ISA defines its fragments (g = lane
+** >> 2, t = lane & 3): a[lane][r] holds A elements (row, col) per the
+** layout in templates/common/mma.cuh, two per register (lo, hi). D += A B. */
+typedef struct {
+    float a[32][4][2], b[32][2][2], d[32][4];
+} warp_mma;
+
+static void a_coord(int lane, int reg, int half, int *row, int *col)
+{
+    int g = lane >> 2, t = lane & 3;
+    *row = g + 8 * (reg & 1);
+    *col = 2 * t + half + 8 * (reg >> 1);
+}
+
+static void b_coord(int lane, int reg, int half, int *row, int *col)
+{
+    int g = lane >> 2, t = lane & 3;
+    *row = 2 * t + half + 8 * reg;
+    *col = g;
+}
+
+static void d_coord(int lane, int i, int *row, int *col)
+{
+    int g = lane >> 2, t = lane & 3;
+    *row = g + 8 * (i >> 1);
+    *col = 2 * t + (i & 1);
+}
+
+static void mma_exec(warp_mma *w)
+{
+    float A[16][16], B[16][8], D[16][8];
+    int r, c;
+    for (int l = 0; l < 32; l++)
+        for (int reg = 0; reg < 4; reg++)
+            for (int h = 0; h < 2; h++) {
+                a_coord(l, reg, h, &r, &c);
+                A[r][c] = w->a[l][reg][h];
+            }
+    for (int l = 0; l < 32; l++)
+        for (int reg = 0; reg < 2; reg++)
+            for (int h = 0; h < 2; h++) {
+                b_coord(l, reg, h, &r, &c);
+                B[r][c] = w->b[l][reg][h];
+            }
+    for (int l = 0; l < 32; l++)
+        for (int i = 0; i < 4; i++) {
+            d_coord(l, i, &r, &c);
+            D[r][c] = w->d[l][i];
+        }
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 8; j++)
+            for (int k = 0; k < 16; k++)
+                D[i][j] += A[i][k] * B[k][j];
+    for (int l = 0; l < 32; l++)
+        for (int i = 0; i < 4; i++) {
+            d_coord(l, i, &r, &c);
+            w->d[l][i] = D[r][c];
+        }
+}
+
+/* The layout maps every element of A, B and D to exactly one (lane,
+** register, half): a check of the coordinate functions themselves. */
+static void fragment_layout_is_a_bijection(void)
+{
+    int seenA[16][16] = {{0}}, seenB[16][8] = {{0}}, seenD[16][8] = {{0}}, r, c;
+    for (int l = 0; l < 32; l++) {
+        for (int reg = 0; reg < 4; reg++)
+            for (int h = 0; h < 2; h++) {
+                a_coord(l, reg, h, &r, &c);
+                seenA[r][c]++;
+            }
+        for (int reg = 0; reg < 2; reg++)
+            for (int h = 0; h < 2; h++) {
+                b_coord(l, reg, h, &r, &c);
+                seenB[r][c]++;
+            }
+        for (int i = 0; i < 4; i++) {
+            d_coord(l, i, &r, &c);
+            seenD[r][c]++;
+        }
+    }
+    int bad = 0;
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++)
+            bad += seenA[i][j] != 1 || (j < 8 && (seenB[i][j] != 1 || seenD[i][j] != 1));
+    CHECK_EQ_INT(bad, 0);
+}
+
+/* [MMA_PERM] Host copy of at_mma_phys_k (templates/common/mma.cuh). */
+static int phys_k(int G, int m, int kk)
+{
+    const int t = (kk & 7) >> 1, hi = kk >> 3, e = kk & 1;
+    return t * G + m * 4 + hi * 2 + e;
+}
+
+/* The documented permutation is a bijection of each step's k, and it is
+** what at_mma_step's register choice implements: register r, half h of
+** lane (g, t) in mma m takes element 4m + 2*(r >> 1) + h of the thread's
+** k-group (A: words 2m, 2m+1 of rows g / g+8; B: of token g). */
+static void k_permutation_matches_registers(void)
+{
+    int bad = 0;
+    for (int G = 4; G <= 8; G += 4) {
+        int seen[32] = {0};
+        for (int m = 0; m < G / 4; m++)
+            for (int kk = 0; kk < 16; kk++)
+                seen[phys_k(G, m, kk)]++;
+        for (int k = 0; k < 4 * G; k++)
+            bad += seen[k] != 1;
+        for (int m = 0; m < G / 4; m++)
+            for (int lane = 0; lane < 32; lane++) {
+                const int t = lane & 3;
+                int r, c;
+                for (int reg = 0; reg < 4; reg++)
+                    for (int h = 0; h < 2; h++) {
+                        a_coord(lane, reg, h, &r, &c);
+                        bad += phys_k(G, m, c) != t * G + 4 * m + 2 * (reg >> 1) + h;
+                    }
+                for (int reg = 0; reg < 2; reg++)
+                    for (int h = 0; h < 2; h++) {
+                        b_coord(lane, reg, h, &r, &c);
+                        bad += phys_k(G, m, r) != t * G + 4 * m + 2 * reg + h;
+                    }
+            }
+    }
+    CHECK_EQ_INT(bad, 0);
+}
+
+/* A host port of gemv_mma.cu's index arithmetic (the kernel's parameters as
+** fields; [MMA_PERM] k-groups as in common/mma.cuh). Elements are small
+** integers in float, so every sum is exact and any misplaced element shows. */
+typedef struct {
+    int warps, wpr, mt, nt, vec, unroll;
+} mma_cfg;
+
+/* The AT_MMA_G elements of a k-group at p (row elements [0, left) exist),
+** as the kernel's words: word i holds elements 2i (lo) and 2i+1 (hi). */
+static void kgroup(const float *row, int k, int left, int G, int vec, int ok, float out[8])
+{
+    for (int i = 0; i < G; i++)
+        out[i] = 0.0f;
+    for (int v = 0; v < G / vec; v++)
+        if (ok && v * vec < left)
+            for (int e = 0; e < vec; e++)
+                out[v * vec + e] = row[k + v * vec + e];
+}
+
+static void emulate_mma(const mma_cfg *c, int M, int K, int N, const float *x, const float *W, float *y)
+{
+    const int G = c->vec == 8 ? 8 : 4, KSTEP = 4 * G, PER = G / 4;
+    const int groups = c->warps / c->wpr, block_n = groups * 16 * c->mt;
+    const int gx = (N + block_n - 1) / block_n, gy = (M + 8 * c->nt - 1) / (8 * c->nt);
+    const int nfull = K / KSTEP, nsteps = (K + KSTEP - 1) / KSTEP, nchunks = nfull / c->unroll;
+    /* acc[warp][mt][nt] as one warp's D fragments */
+    warp_mma *acc = calloc((size_t)(c->warps * c->mt * c->nt), sizeof *acc);
+    for (int bx = 0; bx < gx; bx++)
+        for (int by = 0; by < gy; by++) {
+            memset(acc, 0, (size_t)(c->warps * c->mt * c->nt) * sizeof *acc);
+            for (int warp = 0; warp < c->warps; warp++) {
+                const int group = warp / c->wpr, slice = warp % c->wpr;
+                const long long row0 = ((long long)bx * groups + group) * 16 * c->mt;
+                if (row0 >= N)
+                    continue;
+                /* every step this warp takes, in the kernel's order */
+                int steps[4096], ns = 0;
+                for (int ch = slice; ch < nchunks; ch += c->wpr)
+                    for (int u = 0; u < c->unroll; u++)
+                        steps[ns++] = ch * c->unroll + u;
+                for (int s = nchunks * c->unroll + slice; s < nsteps; s += c->wpr)
+                    steps[ns++] = s;
+                for (int si = 0; si < ns; si++)
+                    for (int m = 0; m < PER; m++)
+                        for (int mt = 0; mt < c->mt; mt++)
+                            for (int nt = 0; nt < c->nt; nt++) {
+                                warp_mma *wm = &acc[(warp * c->mt + mt) * c->nt + nt];
+                                for (int lane = 0; lane < 32; lane++) {
+                                    const int g = lane >> 2, t = lane & 3;
+                                    const int k = steps[si] * KSTEP + t * G, left = K - k;
+                                    float lo[8], hi[8], xg[8];
+                                    long long rl = row0 + mt * 16 + g, rh = rl + 8;
+                                    rl = rl < N ? rl : N - 1;
+                                    rh = rh < N ? rh : N - 1;
+                                    kgroup(W + rl * K, k, left, G, c->vec, 1, lo);
+                                    kgroup(W + rh * K, k, left, G, c->vec, 1, hi);
+                                    const int tok = by * 8 * c->nt + nt * 8 + g;
+                                    kgroup(x + (long long)(tok < M ? tok : 0) * K, k, left, G, c->vec,
+                                           tok < M, xg);
+                                    /* at_mma_step: a0 = lo.w[2m], a1 = hi.w[2m], a2 = lo.w[2m+1],
+                                    ** a3 = hi.w[2m+1], b0 = x.w[2m], b1 = x.w[2m+1] */
+                                    for (int h = 0; h < 2; h++) {
+                                        wm->a[lane][0][h] = lo[4 * m + h];
+                                        wm->a[lane][1][h] = hi[4 * m + h];
+                                        wm->a[lane][2][h] = lo[4 * m + 2 + h];
+                                        wm->a[lane][3][h] = hi[4 * m + 2 + h];
+                                        wm->b[lane][0][h] = xg[4 * m + h];
+                                        wm->b[lane][1][h] = xg[4 * m + 2 + h];
+                                    }
+                                }
+                                mma_exec(wm);
+                            }
+            }
+            /* slice 0 of each group adds the others' accumulators, then stores */
+            for (int group = 0; group < groups; group++) {
+                const long long row0 = ((long long)bx * groups + group) * 16 * c->mt;
+                if (row0 >= N)
+                    continue;
+                for (int mt = 0; mt < c->mt; mt++)
+                    for (int nt = 0; nt < c->nt; nt++)
+                        for (int lane = 0; lane < 32; lane++)
+                            for (int i = 0; i < 4; i++) {
+                                float s = 0.0f;
+                                for (int sl = 0; sl < c->wpr; sl++)
+                                    s += acc[((group * c->wpr + sl) * c->mt + mt) * c->nt + nt].d[lane][i];
+                                const int g = lane >> 2, t = lane & 3;
+                                const long long n = row0 + mt * 16 + g + (i >> 1) * 8;
+                                const int tok = by * 8 * c->nt + nt * 8 + 2 * t + (i & 1);
+                                if (n < N && tok < M)
+                                    y[(long long)tok * N + n] = s;
+                            }
+            }
+        }
+    free(acc);
+}
+
+/* Every configuration on awkward shapes: K not a multiple of the step (nor
+** of 16 where TP_VEC allows), N not a multiple of 16, M = 1..16 and 17. */
+static void mma_mapping_matches_matmul(void)
+{
+    static const mma_cfg cfgs[] = {
+        {1, 1, 1, 1, 8, 1}, {4, 2, 1, 1, 8, 2}, {4, 4, 2, 1, 8, 1}, {8, 2, 1, 2, 8, 2},
+        {2, 1, 2, 2, 4, 2}, {4, 2, 1, 1, 2, 1}, {4, 4, 1, 2, 1, 2}, {8, 8, 2, 1, 8, 4},
+    };
+    static const int Ms[] = {1, 2, 3, 5, 8, 9, 16, 17};
+    int mismatches = 0, runs = 0;
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
+        const mma_cfg *c = &cfgs[ci];
+        /* K: a multiple of TP_VEC, not of the step; also one below a step */
+        const int Ks[] = {c->vec == 8 ? 328 : 330 / c->vec * c->vec, c->vec == 8 ? 24 : 12, 2 * 32 * c->unroll};
+        for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++)
+            for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+                const int M = Ms[mi], K = Ks[ki], N = 77;
+                float *x = malloc(sizeof(float) * (size_t)(M * K)), *W = malloc(sizeof(float) * (size_t)(N * K));
+                float *y = malloc(sizeof(float) * (size_t)(M * N));
+                for (int i = 0; i < M * K; i++)
+                    x[i] = (float)((i * 7 + 3) % 5 - 2);
+                for (int i = 0; i < N * K; i++)
+                    W[i] = (float)((i * 13 + 1) % 7 - 3);
+                for (int i = 0; i < M * N; i++)
+                    y[i] = 1e30f; /* poison: an output never stored shows */
+                emulate_mma(c, M, K, N, x, W, y);
+                for (int m = 0; m < M; m++)
+                    for (int n = 0; n < N; n++) {
+                        double ref = 0.0;
+                        for (int k = 0; k < K; k++)
+                            ref += (double)x[m * K + k] * W[n * K + k];
+                        if ((double)y[m * N + n] != ref) {
+                            if (mismatches++ < 5)
+                                fprintf(stderr, "  cfg %zu M=%d K=%d: y[%d][%d] = %g, want %g\n", ci, M, K, m, n,
+                                        (double)y[m * N + n], ref);
+                        }
+                    }
+                runs++;
+                free(x);
+                free(W);
+                free(y);
+            }
+    }
+    CHECK_EQ_INT(mismatches, 0);
+    printf("  %d emulated runs of gemv_mma's mapping, %d mismatches\n", runs, mismatches);
+}
+
+/* ------------------------------------------------------------ the spec */
+
+static int expand(const char *shape, at_dtype dtype, int arch, at_spec **spec, at_candidate **cands, int *n)
+{
+    at_problem pb = {.op = "gemv", .dtype = dtype, .arch = arch};
+    int rc = at_shape_parse(shape, 3, &pb.shape);
+    if (rc == AT_OK && !*spec)
+        rc = at_spec_load("search/gemv.lua", spec);
+    if (rc == AT_OK)
+        rc = at_spec_expand(*spec, &pb, cands, n);
+    if (rc != AT_OK)
+        fprintf(stderr, "  %s: %s\n", shape, at_errmsg());
+    return rc;
+}
+
+/* sha256 over the live candidates of the M=1 strategies, in order: name,
+** params, grid and block of each. */
+static void live_digest(const char *shape, int arch, char hex[65], int *nlive)
+{
+    at_spec *spec = NULL;
+    at_candidate *c = NULL;
+    int n = 0;
+    size_t cap = 1 << 20, len = 0;
+    char *buf = malloc(cap);
+    hex[0] = '\0';
+    *nlive = 0;
+    CHECK_EQ_INT(expand(shape, AT_BF16, arch, &spec, &c, &n), AT_OK);
+    for (int i = 0; i < n && buf; i++) {
+        const char *name = at_spec_strategy_name(spec, c[i].strategy);
+        if (c[i].pruned_by[0] || (strcmp(name, "warp_row") != 0 && strcmp(name, "splitk") != 0))
+            continue;
+        char params[256];
+        at_candidate_params_string(&c[i], params, sizeof params);
+        if (len + 512 > cap && !(buf = realloc(buf, cap *= 2)))
+            break;
+        len += (size_t)snprintf(buf + len, cap - len, "%s %s %u,%u,%u %u,%u,%u\n", name, params, c[i].grid[0],
+                                c[i].grid[1], c[i].grid[2], c[i].block[0], c[i].block[1], c[i].block[2]);
+        (*nlive)++;
+    }
+    if (buf)
+        at_sha256_hex(buf, len, hex);
+    free(buf);
+    free(c);
+    at_spec_free(spec);
+}
+
+/* The M=1 space (measured on the H200) is exactly what it was before the
+** M > 1 strategies: same live candidates, same order, same launch shapes.
+** The digests were taken from search/gemv.lua at commit b0cbfad. */
+static void m1_space_unchanged(void)
+{
+    static const struct {
+        const char *shape;
+        int arch, live;
+        const char *sha;
+    } cases[] = {
+        {"1x2048x8192", 90, 750, "793def632526c6dd120755586c4b4015d08b090bd04638033ff3ddab1ee1417d"},
+        {"1x2050x77", 89, 456, "21e460b1b8ff6a62937f66ea5ea514f10c4fcdf0a3c4e982fe98178521d0c804"},
+        {"1x6144x32", 90, 816, "7f46a7982a5992f57ea81b677ceed36ce9fbda8f169c51d27f0fe6d5aa70be1a"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char hex[65];
+        int n;
+        live_digest(cases[i].shape, cases[i].arch, hex, &n);
+        CHECK_EQ_INT(n, cases[i].live);
+        CHECK(strcmp(hex, cases[i].sha) == 0);
+    }
+}
+
+/* Live candidates per strategy at shape/arch into live[4] (warp_row,
+** splitk, multi_token, mma); every pruned one names its constraint. */
+static void live_counts(const char *shape, int arch, int live[4])
+{
+    static const char *const names[4] = {"warp_row", "splitk", "multi_token", "mma"};
+    at_spec *spec = NULL;
+    at_candidate *c = NULL;
+    int n = 0;
+    memset(live, 0, 4 * sizeof *live);
+    CHECK_EQ_INT(expand(shape, AT_BF16, arch, &spec, &c, &n), AT_OK);
+    for (int i = 0; i < n; i++) {
+        const char *name = at_spec_strategy_name(spec, c[i].strategy);
+        if (c[i].pruned_by[0]) { /* the M > 1 strategies say why (the M=1 ones stay as measured) */
+            if (strcmp(name, "multi_token") == 0 || strcmp(name, "mma") == 0)
+                CHECK(c[i].prune_reason[0] != '\0');
+            continue;
+        }
+        for (int s = 0; s < 4; s++)
+            if (strcmp(name, names[s]) == 0)
+                live[s]++;
+    }
+    free(c);
+    at_spec_free(spec);
+}
+
+/* M=1: only the measured strategies; M = 2..4: multi_token and mma; M > 4:
+** mma alone (sm_80+); a few hundred live candidates at most. */
+static void strategies_by_m(void)
+{
+    static const struct {
+        const char *shape;
+        int arch;
+        int mt, mma; /* expect multi_token / mma live */
+    } cases[] = {
+        {"2x2048x8192", 90, 1, 1},   {"3x2048x5120", 80, 1, 1},    {"4x2048x2048", 89, 1, 1},
+        {"5x2048x8192", 90, 0, 1},   {"8x2048x12288", 89, 0, 1},   {"9x6144x2048", 90, 0, 1},
+        {"16x2048x32", 90, 0, 1},    {"16x2048x248320", 80, 0, 1}, {"17x2048x8192", 90, 0, 1},
+        {"3x2051x333", 90, 1, 1},    {"16x2050x77", 89, 0, 1},     {"4x2052x100", 75, 1, 0},
+    };
+    int live[4];
+    live_counts("1x2048x8192", 90, live);
+    CHECK(live[0] > 0 && live[1] > 0);
+    CHECK_EQ_INT(live[2] + live[3], 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        live_counts(cases[i].shape, cases[i].arch, live);
+        printf("  %s sm_%d: multi_token %d, mma %d live\n", cases[i].shape, cases[i].arch, live[2], live[3]);
+        CHECK_EQ_INT(live[0] + live[1], 0);
+        CHECK_EQ_INT(live[2] > 0, cases[i].mt);
+        CHECK_EQ_INT(live[3] > 0, cases[i].mma);
+        CHECK(live[2] + live[3] <= 300);
+    }
+}
+
+/* ------------------------------------------------------- compilation */
+
+typedef struct {
+    int strategy;
+    char options[512];
+} distinct_cand;
+
+/* Adds the live M > 1 candidates of `shape` to list[*n] unless already
+** there (the compile depends on M only through pruning). */
+static void add_distinct(const char *shape, int arch, distinct_cand *list, int *n, int cap, at_spec **spec)
+{
+    at_candidate *c = NULL;
+    int nc = 0;
+    CHECK_EQ_INT(expand(shape, AT_BF16, arch, spec, &c, &nc), AT_OK);
+    for (int i = 0; i < nc; i++) {
+        if (c[i].pruned_by[0])
+            continue;
+        distinct_cand d = {.strategy = c[i].strategy};
+        size_t len = 0;
+        for (int p = 0; p < c[i].nparams; p++)
+            len += (size_t)snprintf(d.options + len, sizeof d.options - len, "%s-D%s=%lld", p ? " " : "",
+                                    c[i].params[p].name, (long long)c[i].params[p].value);
+        int dup = 0;
+        for (int j = 0; j < *n && !dup; j++)
+            dup = list[j].strategy == d.strategy && strcmp(list[j].options, d.options) == 0;
+        if (!dup && *n < cap)
+            list[(*n)++] = d;
+    }
+    free(c);
+}
+
+/* Compiles the distinct live candidates of `shapes` (M > 1) for arch and
+** dtype: none fails, every one reports its registers. */
+static void compile_distinct(const char *const *shapes, int nshapes, int arch, at_dtype dtype)
+{
+    enum { CAP = 4096 };
+    distinct_cand *list = calloc(CAP, sizeof *list);
+    at_compile_job *jobs = NULL;
+    at_templates *tpl = NULL;
+    at_spec *spec = NULL;
+    int n = 0;
+    for (int i = 0; i < nshapes; i++)
+        add_distinct(shapes[i], arch, list, &n, CAP, &spec);
+    CHECK(n > 0 && n < CAP);
+    CHECK_EQ_INT(at_templates_open("templates", &tpl), AT_OK);
+    jobs = calloc((size_t)n, sizeof *jobs);
+    int nstrat[4] = {0};
+    for (int i = 0; i < n && tpl && spec; i++) {
+        const char *src = NULL;
+        const char *name = at_spec_strategy_template(spec, list[i].strategy);
+        CHECK_EQ_INT(at_templates_source(tpl, name, &src), AT_OK);
+        CHECK(strcmp(at_spec_strategy_name(spec, list[i].strategy), "warp_row") != 0 &&
+              strcmp(at_spec_strategy_name(spec, list[i].strategy), "splitk") != 0);
+        jobs[i] = (at_compile_job){.tpl = tpl, .name = name, .source = src, .arch = arch, .dtype = dtype};
+        memcpy(jobs[i].options, list[i].options, sizeof jobs[i].options);
+        if (list[i].strategy < 4)
+            nstrat[list[i].strategy]++;
+    }
+    double t = 0.0;
+    int failed = 0, noregs = 0, spills = 0, maxregs = 0;
+    CHECK_EQ_INT(at_nvrtc_compile_all(jobs, n, 0, NULL, NULL), AT_OK);
+    for (int i = 0; i < n; i++) {
+        if (!jobs[i].ok) {
+            if (failed++ < 3)
+                fprintf(stderr, "  compile failed: %s %s\n%s\n", jobs[i].name, jobs[i].options,
+                        jobs[i].log ? jobs[i].log : "");
+        } else if (jobs[i].regs <= 0) {
+            noregs++;
+        }
+        spills += jobs[i].spill_bytes > 0;
+        if (jobs[i].regs > maxregs)
+            maxregs = jobs[i].regs;
+        t += jobs[i].seconds;
+        at_compile_job_clear(&jobs[i]);
+    }
+    CHECK_EQ_INT(failed, 0);
+    CHECK_EQ_INT(noregs, 0);
+    printf("  sm_%d %s: %d distinct (multi_token %d, mma %d), %d failed, %d spill, max %d registers, %.1f s\n",
+           arch, at_dtype_name(dtype), n, nstrat[2], nstrat[3], failed, spills, maxregs, t);
+    free(jobs);
+    free(list);
+    at_templates_free(tpl);
+    at_spec_free(spec);
+}
+
+/* M = 2 (TP_TOKENS=2), 4 (TP_TOKENS=4) and 16 (TP_NT=2) together hold
+** every distinct live candidate at K = 2048 (TP_VEC = 8). */
+static const char *const wide[] = {"2x2048x8192", "4x2048x8192", "16x2048x8192"};
+
+static void compiles_sm90_bf16(void) { compile_distinct(wide, 3, 90, AT_BF16); }
+static void compiles_sm90_fp16(void) { compile_distinct(wide, 3, 90, AT_FP16); }
+static void compiles_sm89_bf16(void) { compile_distinct(wide, 3, 89, AT_BF16); }
+static void compiles_sm89_fp16(void) { compile_distinct(wide, 3, 89, AT_FP16); }
+static void compiles_sm80_bf16(void) { compile_distinct(wide, 3, 80, AT_BF16); }
+static void compiles_sm80_fp16(void) { compile_distinct(wide, 3, 80, AT_FP16); }
+
+/* K that forces narrower vectors (other k-group code), one M and one
+** arch/dtype each, as test_nvrtc.c does for M=1. */
+static void narrow_vectors_compile(void)
+{
+    static const char *const v4[] = {"16x2052x100"}; /* TP_VEC = 4 (mma, TP_NT=2) */
+    static const char *const v2[] = {"3x2050x77"};   /* TP_VEC = 2 (both) */
+    static const char *const v1[] = {"2x2051x333"};  /* TP_VEC = 1 (both) */
+    compile_distinct(v4, 1, 89, AT_BF16);
+    compile_distinct(v2, 1, 89, AT_FP16);
+    compile_distinct(v1, 1, 80, AT_BF16);
+}
+
+int main(void)
+{
+    TT_RUN(fragment_layout_is_a_bijection);
+    TT_RUN(k_permutation_matches_registers);
+    TT_RUN(mma_mapping_matches_matmul);
+    TT_RUN(m1_space_unchanged);
+    TT_RUN(strategies_by_m);
+    TT_RUN(compiles_sm90_bf16);
+    TT_RUN(compiles_sm90_fp16);
+    TT_RUN(compiles_sm89_bf16);
+    TT_RUN(compiles_sm89_fp16);
+    TT_RUN(compiles_sm80_bf16);
+    TT_RUN(compiles_sm80_fp16);
+    TT_RUN(narrow_vectors_compile);
+    return TT_DONE();
+}

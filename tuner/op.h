@@ -1,0 +1,93 @@
+/*
+** op.h — the op table: everything the pipeline (search.c) needs to know
+** about one op, in one place (ggml's idea). An op says its shape rank, what
+** it reads and writes, how to fill inputs and compute the fp64 reference,
+** how to launch a candidate or one of its baselines on copy c of the
+** rotated data, and how to check an output. search.c stays op-independent:
+** compile, verify, time, final round, winner rule, cache. Internal.
+*/
+#ifndef AT_OP_H
+#define AT_OP_H
+
+#include "gpu.h"
+
+/* A loaded candidate kernel with its launch shape. */
+typedef struct at_op_kernel {
+    CUfunction fn;
+    unsigned grid[3], block[3], smem;
+    int pdl; /* launch with programmatic stream serialization (TP_PDL=1) */
+} at_op_kernel;
+
+/* Who runs: a candidate (baseline < 0, kernel set) or baseline `baseline`. */
+typedef struct at_contestant {
+    int baseline;
+    at_op_kernel kernel;
+} at_contestant;
+
+/* What the pipeline hands an op when it opens it (all borrowed). */
+typedef struct at_op_env {
+    const at_search_opts *o;
+    at_spec *spec;
+    at_templates *tpl;
+    const at_problem *pb;  /* op, dtype, shape, arch, sms */
+    const char *cubin_dir; /* compiled-kernel cache, or NULL */
+} at_op_env;
+
+/* One correctness check's outcome. */
+typedef struct at_op_check {
+    double err;       /* ||y - ref|| / ||ref|| */
+    size_t nonfinite; /* NaN/Inf outputs */
+    int wrong;        /* failed the gate */
+    char reason[256]; /* why, when wrong */
+} at_op_check;
+
+typedef struct at_op {
+    const char *name;  /* "gemv", "rmsnorm", ... (--op) */
+    int rank;          /* 3: MxKxN, 2: TxH */
+    const char *shape_form; /* "MxKxN" / "TxH" for messages */
+    int max_copies;    /* most copies of the rotated data */
+    const char *copy_what; /* what is rotated, for messages: "weights" */
+    /* templates besides the spec's whose text changes the answer (the
+    ** baselines we compile), NULL-terminated; hashed into the key. */
+    const char *const *extra_templates;
+    int check_baselines; /* verify the baselines too (our own kernels) */
+
+    /* Host only, cheap (the cache lookup follows): validates the options
+    ** for this op, reads what it needs from the spec, and fills the
+    ** baselines' names into res (res->nbaselines, strategy, label, what,
+    ** json_name). *state is the op's, freed by close. */
+    int (*open)(const at_op_env *env, at_search_result *res, void **state);
+    /* Compile options this op adds to the key's options ("" for none). */
+    void (*key_options)(void *state, char *buf, size_t len);
+    /* Bytes of one copy of the rotated data. */
+    size_t (*copy_bytes)(void *state);
+    /* With a GPU: fresh random inputs, the fp64 reference, `copies` copies
+    ** of the rotated data on the device, the baselines compiled and loaded. */
+    int (*setup)(void *state, at_gpu *g, int copies);
+    /* Runs c once on copy 0 with its outputs poisoned and inputs restored,
+    ** and compares with the reference. A CUDA failure is the return code;
+    ** a wrong answer is out->wrong. */
+    int (*check)(void *state, const at_contestant *c, at_op_check *out);
+    /* Enqueues one call of c on copy `copy` on the GPU's stream (also
+    ** inside a graph capture: no synchronous call). */
+    int (*enqueue)(void *state, const at_contestant *c, int copy);
+    /* Fills w's identity (strategy, kernel, template, params, launch shape,
+    ** cubin) when baseline 0 is the stored answer. */
+    int (*baseline_winner)(void *state, at_winner *w);
+    /* Frees host and device memory (the GPU is still open); NULL is a no-op. */
+    void (*close)(void *state);
+} at_op;
+
+/* The op named `name`, or NULL. */
+const at_op *at_op_find(const char *name);
+/* The i-th op of the table (NULL past the end), for --help and messages. */
+const at_op *at_op_at(int i);
+
+/* The ops (op_gemv.c, op_norm.c). */
+extern const at_op at_op_gemv;
+extern const at_op at_op_rmsnorm, at_op_add_rmsnorm, at_op_gemma_rmsnorm, at_op_add_gemma_rmsnorm;
+
+/* Shared by the ops: one kernel launch on g->stream (PDL when asked). */
+int at_op_launch(at_gpu *g, const at_op_kernel *k, void **args);
+
+#endif
