@@ -20,57 +20,9 @@
 #include "norm_ref.h"
 #include "verify.h"
 #include "tinytest.h"
+#include "gpu_isolated.h"
 
 #include <dlfcn.h>
-
-/* Each test in a child process (as test_gpu.c): the parent never
-** initialises CUDA, and a crash takes only its own test. */
-static int child_says_gpu(void)
-{
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    int (*init)(unsigned) = h ? (int (*)(unsigned))dlsym(h, "cuInit") : NULL;
-    int (*count)(int *) = h ? (int (*)(int *))dlsym(h, "cuDeviceGetCount") : NULL;
-    int n = 0;
-    return init && count && init(0) == 0 && count(&n) == 0 && n > 0;
-}
-
-static int gpu_present(void)
-{
-    static int cached = -1;
-    if (cached < 0) {
-        fflush(NULL);
-        pid_t pid = fork();
-        if (pid == 0)
-            _exit(child_says_gpu() ? 0 : 1);
-        int st = 0;
-        cached = pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
-    }
-    return cached;
-}
-
-#define TT_RUN_ISOLATED(fn)                                                                                  \
-    do {                                                                                                     \
-        fflush(NULL);                                                                                        \
-        pid_t pid = fork();                                                                                  \
-        if (pid == 0) {                                                                                      \
-            tt_cur_failed = tt_cur_skipped = 0;                                                              \
-            fn();                                                                                            \
-            fflush(NULL);                                                                                    \
-            _exit(tt_cur_failed ? 1 : tt_cur_skipped ? 2 : 0);                                               \
-        }                                                                                                    \
-        int st = 0, code = 1;                                                                                \
-        if (pid > 0 && waitpid(pid, &st, 0) == pid)                                                          \
-            code = WIFEXITED(st) ? WEXITSTATUS(st) : 1;                                                      \
-        if (code == 0) {                                                                                     \
-            printf("  ok   %s\n", #fn);                                                                      \
-            tt_passed++;                                                                                     \
-        } else if (code == 2) {                                                                              \
-            tt_skipped++;                                                                                    \
-        } else {                                                                                             \
-            printf("  FAIL %s%s\n", #fn, WIFSIGNALED(st) ? " (crashed)" : "");                               \
-            tt_failed++;                                                                                     \
-        }                                                                                                    \
-    } while (0)
 
 static char db_path[128];
 

@@ -892,6 +892,54 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
     return remove(path);
 }
 
+/* at_cache_list_winners (warm start): the winners of one device, cc, sms,
+** op and dtype under any other key field, newest first, capped at max. */
+static void test_list_winners(void)
+{
+    char path[128];
+    at_cache *c = NULL;
+    at_winner_ref refs[8];
+    int n = -1;
+    CHECK_EQ_INT(at_cache_open(tpath(path, sizeof path, "warm.db"), &c), AT_OK);
+    if (!c)
+        return;
+    at_key k = base_key();
+    CHECK_EQ_INT(at_cache_list_winners(c, &k, refs, 8, &n), AT_OK);
+    CHECK_EQ_INT(n, 0);
+    const char *shapes[] = {"1x2048x2048", "1x2048x4096", "1x4096x4096"};
+    for (int i = 0; i < 3; i++) { /* same GPU, op, dtype: listed */
+        at_key ki = base_key();
+        at_winner w = sample_winner(NULL, 0);
+        strcpy(ki.shape, shapes[i]);
+        snprintf(w.params, sizeof w.params, "TP_ROWS=%d", i + 1);
+        w.us = 5.0 + i;
+        CHECK_EQ_INT(at_cache_put_winner(c, &ki, &w), AT_OK);
+    }
+    at_key old = base_key(); /* another driver: still this GPU's */
+    old.driver_version = 12040;
+    at_winner w = sample_winner(NULL, 0);
+    strcpy(old.shape, "1x2048x2048");
+    strcpy(w.params, "TP_ROWS=9");
+    CHECK_EQ_INT(at_cache_put_winner(c, &old, &w), AT_OK);
+    at_key other[4] = {base_key(), base_key(), base_key(), base_key()}; /* not listed */
+    other[0].sms = 114;
+    strcpy(other[1].device, "NVIDIA A100");
+    other[2].dtype = AT_FP16;
+    strcpy(other[3].op, "rmsnorm");
+    for (int i = 0; i < 4; i++)
+        CHECK_EQ_INT(at_cache_put_winner(c, &other[i], &w), AT_OK);
+    CHECK_EQ_INT(at_cache_list_winners(c, &k, refs, 8, &n), AT_OK);
+    CHECK_EQ_INT(n, 4);
+    CHECK_STR_HAS(refs[0].params, "TP_ROWS=9"); /* newest first */
+    CHECK_STR_HAS(refs[0].shape, "1x2048x2048");
+    CHECK_STR_HAS(refs[3].params, "TP_ROWS=1");
+    CHECK_STR_HAS(refs[3].strategy, "warp_row");
+    CHECK(refs[3].us == 5.0);
+    CHECK_EQ_INT(at_cache_list_winners(c, &k, refs, 2, &n), AT_OK);
+    CHECK_EQ_INT(n, 2);
+    at_cache_close(c);
+}
+
 int main(void)
 {
     strcpy(tmpdir, "/tmp/test_cache.XXXXXX");
@@ -916,6 +964,7 @@ int main(void)
     TT_RUN(test_two_handles);
     TT_RUN(test_processes);
     TT_RUN(test_default_path);
+    TT_RUN(test_list_winners);
     nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return TT_DONE();
 }

@@ -225,6 +225,103 @@ static void real_run_without_gpu_says_so(void)
     CHECK(access("/tmp/at_cli_nogpu.db", F_OK) != 0);
 }
 
+/* --- issue 5: the timing phase's search, spills, progress, time breakdown --- */
+
+#define SPILL_ARGS "--op gemv --shape 1x64x64 --dry-run --arch 90 --templates tests/fixtures/templates "
+
+/* Not on a terminal (stderr is a file here): plain progress lines, no
+** escape codes; nothing with --quiet; nothing with --json, whose stdout
+** stays one JSON document. */
+static void progress_plain_off_a_terminal(void)
+{
+    static cli_out o;
+    cli_run(SPILL_ARGS "--spec tests/fixtures/spec_spill.lua", &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.err, "compile  2/2");
+    CHECK(strchr(o.err, '\r') == NULL && strchr(o.err, '\033') == NULL);
+    cli_run(SPILL_ARGS "--spec tests/fixtures/spec_spill.lua --quiet", &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_EQ_INT((int)strlen(o.err), 0);
+    cli_run(SPILL_ARGS "--spec tests/fixtures/spec_spill.lua --json", &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK(strstr(o.err, "compile") == NULL);
+    CHECK(o.out[0] == '{');
+}
+
+/* --json of a dry run says where the time went and what the timing phase
+** would do; the text says it too. */
+static void dry_run_reports_time_breakdown(void)
+{
+    static cli_out o;
+    cli_run(SPILL_ARGS "--spec tests/fixtures/spec_spill.lua --json", &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "\"compile_s\":");
+    CHECK_STR_HAS(o.out, "\"verify_s\":");
+    CHECK_STR_HAS(o.out, "\"time_s\":");
+    CHECK_STR_HAS(o.out, "\"other_s\":");
+    CHECK_STR_HAS(o.out, "\"total_s\":");
+    CHECK_STR_HAS(o.out, "\"search\":{\"strategy\":\"halving\",\"from\":\"default\",\"effort\":\"normal\"");
+    cli_run(SPILL_ARGS "--spec tests/fixtures/spec_spill.lua --quiet", &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "time    compile ");
+    CHECK_STR_HAS(o.out, "other ");
+    CHECK_STR_HAS(o.out, "search  halving (default), effort normal");
+}
+
+/* --strategy, then --effort's strategy, then the spec's search_strategy,
+** then normal's (halving); --budget replaces the effort's budget. */
+static void strategy_precedence_through_the_cli(void)
+{
+    static cli_out o;
+    FILE *f = fopen("/tmp/at_spec_anneal.lua", "w");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    fputs("return { op = 'gemv', search_strategy = 'anneal', strategies = {"
+          " { name = 'spill', template = 'gemv/gemv_spill.cu', kernel = 'gemv_spill',"
+          " params = { { 'TP_LIVE', {1, 2, 3, 4} } }, constraints = {},"
+          " grid = function(p, s) return {1} end, block = function(p, s) return {1024} end } },"
+          " bytes = function(s) return 1 end }\n", f);
+    fclose(f);
+    cli_run(SPILL_ARGS "--spec /tmp/at_spec_anneal.lua --json", &o);
+    CHECK_STR_HAS(o.out, "\"strategy\":\"anneal\",\"from\":\"spec\"");
+    cli_run(SPILL_ARGS "--spec /tmp/at_spec_anneal.lua --json --effort exhaustive", &o);
+    CHECK_STR_HAS(o.out, "\"strategy\":\"exhaustive\",\"from\":\"--effort\",\"effort\":\"exhaustive\"");
+    cli_run(SPILL_ARGS "--spec /tmp/at_spec_anneal.lua --json --effort quick --strategy random --budget 2", &o);
+    CHECK_STR_HAS(o.out, "\"strategy\":\"random\",\"from\":\"--strategy\",\"effort\":\"quick\",\"budget\":2");
+    cli_run(SPILL_ARGS "--spec /tmp/at_spec_anneal.lua --json --effort patient", &o);
+    CHECK_STR_HAS(o.out, "\"strategy\":\"halving\",\"from\":\"--effort\",\"effort\":\"patient\"");
+    CHECK_STR_HAS(o.out, "\"full_reps\":14,\"final_reps\":42"); /* patient: 2x the replays */
+    remove("/tmp/at_spec_anneal.lua");
+}
+
+/* A candidate that spills is compiled and reported, not timed, unless the
+** spec says allow_spills = true; a non-boolean allow_spills is a spec error. */
+static void spilling_candidates_are_not_timed(void)
+{
+    static cli_out o;
+    cli_run(SPILL_ARGS "--spec tests/fixtures/spec_spill.lua --json", &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "\"spills\":1,\"spills_rejected\":1,\"spills_allowed\":false");
+    CHECK_STR_HAS(o.out, "\"params\":\"TP_LIVE=64\",\"state\":\"spills\"");
+    CHECK_STR_HAS(o.out, "allow_spills = true");
+    cli_run(SPILL_ARGS "--spec tests/fixtures/spec_spill.lua --quiet", &o);
+    CHECK_STR_HAS(o.out, "1 spill not timed");
+    CHECK(system("sed 's/^return {/return { allow_spills = true,/' tests/fixtures/spec_spill.lua "
+                 ">/tmp/at_spec_spill_ok.lua") == 0);
+    cli_run(SPILL_ARGS "--spec /tmp/at_spec_spill_ok.lua --json", &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "\"spills\":1,\"spills_rejected\":0,\"spills_allowed\":true");
+    CHECK(strstr(o.out, "\"state\":\"spills\"") == NULL);
+    CHECK(system("sed 's/^return {/return { allow_spills = 1,/' tests/fixtures/spec_spill.lua "
+                 ">/tmp/at_spec_spill_bad.lua") == 0);
+    cli_run(SPILL_ARGS "--spec /tmp/at_spec_spill_bad.lua", &o);
+    CHECK_EQ_INT(o.code, 3);
+    CHECK_STR_HAS(o.err, "allow_spills must be true or false");
+    remove("/tmp/at_spec_spill_ok.lua");
+    remove("/tmp/at_spec_spill_bad.lua");
+}
+
 int main(void)
 {
     TT_RUN(help_documents_options_and_exit_codes);
@@ -235,5 +332,9 @@ int main(void)
     TT_RUN(template_edit_changes_the_cache_key);
     TT_RUN(ctrl_c_stops_cleanly);
     TT_RUN(real_run_without_gpu_says_so);
+    TT_RUN(progress_plain_off_a_terminal);
+    TT_RUN(dry_run_reports_time_breakdown);
+    TT_RUN(strategy_precedence_through_the_cli);
+    TT_RUN(spilling_candidates_are_not_timed);
     return TT_DONE();
 }

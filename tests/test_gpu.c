@@ -7,7 +7,9 @@
 ** for the RMSNorm family: every candidate of each op (and both baselines)
 ** correct on awkward TxH shapes, odd H, the residual output z checked,
 ** fp32 Gemma weights; planted bugs (z not written) rejected; a CLI tune.
-** The norm tests were written without a GPU and have not run on one yet.
+** The norm tests were written without a GPU and have not run on one yet;
+** nor have the strategy tests at the end (each strategy tunes and stores a
+** winner, exhaustive measures every correct candidate, warm start).
 */
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -17,57 +19,7 @@
 #include "autotune.h"
 #include "cli_run.h"
 #include "tinytest.h"
-
-/* Each test runs in a child process: a candidate that kills its CUDA
-** context must not take the later tests with it, and the parent never
-** initialises CUDA (a process must not fork after cuInit). */
-static int child_says_gpu(void)
-{
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    int (*init)(unsigned) = h ? (int (*)(unsigned))dlsym(h, "cuInit") : NULL;
-    int (*count)(int *) = h ? (int (*)(int *))dlsym(h, "cuDeviceGetCount") : NULL;
-    int n = 0;
-    return init && count && init(0) == 0 && count(&n) == 0 && n > 0;
-}
-
-static int gpu_present(void)
-{
-    static int cached = -1;
-    if (cached < 0) {
-        fflush(NULL);
-        pid_t pid = fork();
-        if (pid == 0)
-            _exit(child_says_gpu() ? 0 : 1);
-        int st = 0;
-        cached = pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
-    }
-    return cached;
-}
-
-/* TT_RUN in a child: exit 0 passed, 1 failed, 2 skipped. */
-#define TT_RUN_ISOLATED(fn)                                                                        \
-    do {                                                                                           \
-        fflush(NULL);                                                                              \
-        pid_t pid = fork();                                                                        \
-        if (pid == 0) {                                                                            \
-            tt_cur_failed = tt_cur_skipped = 0;                                                    \
-            fn();                                                                                  \
-            fflush(NULL);                                                                          \
-            _exit(tt_cur_failed ? 1 : tt_cur_skipped ? 2 : 0);                                     \
-        }                                                                                          \
-        int st = 0, code = 1;                                                                      \
-        if (pid > 0 && waitpid(pid, &st, 0) == pid)                                                \
-            code = WIFEXITED(st) ? WEXITSTATUS(st) : 1;                                            \
-        if (code == 0) {                                                                           \
-            printf("  ok   %s\n", #fn);                                                            \
-            tt_passed++;                                                                           \
-        } else if (code == 2) {                                                                    \
-            tt_skipped++;                                                                          \
-        } else {                                                                                   \
-            printf("  FAIL %s%s\n", #fn, WIFSIGNALED(st) ? " (crashed)" : "");                     \
-            tt_failed++;                                                                           \
-        }                                                                                          \
-    } while (0)
+#include "gpu_isolated.h"
 
 static char db_path[256];
 
@@ -98,7 +50,7 @@ static void all_correct(const char *shape, at_dtype dtype)
     CHECK_EQ_INT(res.ncompile_failed, 0);
     CHECK_EQ_INT(res.nwrong, 0);
     CHECK_EQ_INT(res.ncrashed, 0);
-    CHECK_EQ_INT(res.ncorrect, res.ncompiled);
+    CHECK_EQ_INT(res.ncorrect + res.nspills_rejected, res.ncompiled); /* spilling ones are not run */
     CHECK(res.winner.strategy[0] != '\0');
     CHECK(res.base_us > 0);
     for (int i = 0; i < res.nrows; i++)
@@ -231,7 +183,7 @@ static void norm_all_correct(const char *op, const char *spec, const char *shape
     CHECK_EQ_INT(res.ncompile_failed, 0);
     CHECK_EQ_INT(res.nwrong, 0);
     CHECK_EQ_INT(res.ncrashed, 0);
-    CHECK_EQ_INT(res.ncorrect, res.ncompiled);
+    CHECK_EQ_INT(res.ncorrect + res.nspills_rejected, res.ncompiled); /* spilling ones are not run */
     int strat[3] = {0, 0, 0};
     for (int i = 0; i < res.nrows; i++) {
         const at_trial *t = &res.rows[i].trial;
@@ -391,6 +343,116 @@ static void norm_end_to_end_then_cached_then_forced(void)
     CHECK_STR_HAS(o.out, "vs unfused");
 }
 
+/* --- issue 5: the timing phase's strategies (written without a GPU; not
+** yet run on one). Short: 1x2048x2048, a small budget. --- */
+
+static int tune_with(const char *shape, const char *strategy, int budget, at_search_result *res)
+{
+    at_search_opts o = {.op = "gemv", .dtype = AT_BF16, .spec_path = "search/gemv.lua",
+                        .templates_root = "templates", .db_path = db_path, .reps = 5, .force = 1,
+                        .strategy = strategy, .budget = budget};
+    int rc = at_shape_parse(shape, 3, &o.shape);
+    if (rc == AT_OK)
+        rc = at_search_run(&o, res);
+    if (rc != AT_OK)
+        fprintf(stderr, "  %s %s: %s\n", shape, strategy ? strategy : "(default)", at_errmsg());
+    return rc;
+}
+
+/* The winner of res's key as the cache has it now. */
+static int stored_winner(const at_search_result *res)
+{
+    at_cache *c = NULL;
+    at_winner w;
+    int found = 0;
+    memset(&w, 0, sizeof w);
+    if (at_cache_open(db_path, &c) == AT_OK)
+        at_cache_get_winner(c, &res->key, &w, &found);
+    at_winner_clear(&w);
+    at_cache_close(c);
+    return found;
+}
+
+static void each_strategy_tunes_and_stores_a_winner(void)
+{
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    const char *kinds[] = {"exhaustive", "random", "anneal", "halving"};
+    for (int k = 0; k < 4; k++) {
+        at_search_result res;
+        int rc = tune_with("1x2048x2048", kinds[k], 24, &res);
+        CHECK_EQ_INT(rc, AT_OK);
+        CHECK(strcmp(res.search, kinds[k]) == 0);
+        CHECK(res.winner.strategy[0] != '\0');
+        CHECK(stored_winner(&res));
+        CHECK(res.nmeasured > 0 && res.nmeasured + res.nnot_measured <= res.ncorrect);
+        CHECK(res.nfinal > 0);
+        if (k == 1 || k == 2) /* random, anneal: the budget is what they measure */
+            CHECK(res.nmeasured <= (res.nwarm > 24 ? res.nwarm : 24));
+        if (k == 3) /* halving: the budget is its first round */
+            CHECK(res.nmeasured <= (res.nwarm > 24 ? res.nwarm : 24));
+        for (int i = 0; i < res.nrows; i++) /* not measured: ok, no time, said so */
+            if (res.rows[i].trial.state == AT_TRIAL_OK && res.rows[i].reps == 0)
+                CHECK_STR_HAS(res.rows[i].trial.reason, "not measured");
+        printf("  %-10s measured %d of %d, %lld replays, %d warm seeds, winner %s %s %.2f us (cuBLAS %.2f), "
+               "timing %.1f s\n",
+               kinds[k], res.nmeasured, res.ncorrect, res.cost_reps, res.nwarm, res.winner.strategy,
+               res.winner.params, res.winner.us, res.base_us, res.t_time);
+        at_search_result_free(&res);
+    }
+}
+
+/* --strategy exhaustive measures every correct candidate, as the timing
+** phase did before strategies: the same count, each at full replays. */
+static void exhaustive_measures_every_correct_candidate(void)
+{
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    at_search_result res;
+    int rc = tune_with("1x2048x2048", "exhaustive", 0, &res);
+    CHECK_EQ_INT(rc, AT_OK);
+    CHECK(res.ncorrect > 0);
+    CHECK_EQ_INT(res.nmeasured, res.ncorrect);
+    CHECK_EQ_INT(res.nnot_measured, 0);
+    CHECK_EQ_INT(res.cost_reps, (long long)res.ncorrect * res.full_reps);
+    for (int i = 0; i < res.nrows; i++)
+        if (res.rows[i].trial.state == AT_TRIAL_OK)
+            CHECK(res.rows[i].reps == res.full_reps || (res.rows[i].final && res.rows[i].reps == res.final_reps));
+    printf("  exhaustive: %d correct, %d measured, %d spill (not timed), timing %.1f s, total %.1f s\n",
+           res.ncorrect, res.nmeasured, res.nspills_rejected, res.t_time, res.t_total);
+    at_search_result_free(&res);
+    static cli_out o;
+    char args[512];
+    snprintf(args, sizeof args, "--op gemv --shape 1x2048x2048 --db %s --force --strategy exhaustive --json", db_path);
+    cli_run(args, &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "\"not_measured\":0");
+    CHECK_STR_HAS(o.out, "\"other_s\":");
+}
+
+/* A shape next to a tuned one starts from that one's winner. */
+static void warm_start_seeds_from_a_tuned_neighbour(void)
+{
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    at_search_result a, b;
+    CHECK_EQ_INT(tune_with("1x2048x2048", NULL, 0, &a), AT_OK);
+    CHECK_EQ_INT(tune_with("1x2048x4096", "anneal", 8, &b), AT_OK);
+    printf("  1x2048x2048 won by %s %s; 1x2048x4096: %d warm seeds from %d shapes\n", a.winner.strategy,
+           a.winner.params, b.nwarm, b.nwarm_shapes);
+    if (strcmp(a.winner.strategy, "cublas") != 0) {
+        int in_space = 0; /* the neighbour's winner is a live, correct candidate here */
+        for (int i = 0; i < b.nrows; i++)
+            in_space |= strcmp(b.rows[i].trial.strategy, a.winner.strategy) == 0 &&
+                        strcmp(b.rows[i].trial.params, a.winner.params) == 0 &&
+                        b.rows[i].trial.state == AT_TRIAL_OK;
+        if (in_space)
+            CHECK(b.nwarm >= 1);
+    }
+    at_search_result_free(&a);
+    at_search_result_free(&b);
+}
+
 int main(void)
 {
     snprintf(db_path, sizeof db_path, "/tmp/at_test_gpu_%d.db", (int)getpid());
@@ -408,5 +470,8 @@ int main(void)
     TT_RUN_ISOLATED(norm_add_gemma_rmsnorm_every_candidate_correct);
     TT_RUN_ISOLATED(norm_gemma_fp32_weights_correct);
     TT_RUN_ISOLATED(norm_end_to_end_then_cached_then_forced);
+    TT_RUN_ISOLATED(each_strategy_tunes_and_stores_a_winner);
+    TT_RUN_ISOLATED(exhaustive_measures_every_correct_candidate);
+    TT_RUN_ISOLATED(warm_start_seeds_from_a_tuned_neighbour);
     return TT_DONE();
 }

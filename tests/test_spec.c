@@ -873,6 +873,27 @@ static void test_search_strategy_field(void)
     CHECK_STR_HAS(at_errmsg(), "(got 3)");
 }
 
+/* allow_spills: a boolean, absent = false (spilling candidates not timed). */
+static void test_allow_spills_field(void)
+{
+    at_spec *sp = NULL;
+    const char *base = "return { op = 'gemv', allow_spills = %s, bytes = print, strategies = { { name = 's', "
+                       "kernel = 's', template = 'a.cu', params = {}, grid = print, block = print } } }";
+    char src[512];
+    const char *vals[] = {"true", "false", "nil"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(src, sizeof src, base, vals[i]);
+        CHECK_EQ_INT(at_spec_load_string(src, "fixture", &sp), AT_OK);
+        CHECK_EQ_INT(at_spec_allow_spills(sp), i == 0);
+        at_spec_free(sp);
+        sp = NULL;
+    }
+    CHECK_EQ_INT(at_spec_allow_spills(NULL), 0);
+    snprintf(src, sizeof src, base, "'yes'");
+    CHECK_EQ_INT(load_status(src), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "fixture: allow_spills must be true or false");
+}
+
 int main(void)
 {
     TT_RUN(test_good_fixture_loads_with_names);
@@ -910,5 +931,6 @@ int main(void)
     TT_RUN(test_load_stops_at_the_space_cap);
     TT_RUN(test_error_objects_and_long_texts);
     TT_RUN(test_search_strategy_field);
+    TT_RUN(test_allow_spills_field);
     return TT_DONE();
 }

@@ -9,7 +9,10 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #define NP 4
 #define MAXC 512
@@ -593,6 +596,150 @@ static void test_small(void)
     free(sp);
 }
 
+/* at_strategy_choose: --strategy, then --effort's strategy, then the spec's
+** search_strategy, then normal's; settings from the effort; --budget last. */
+static void test_choose(void)
+{
+    at_strategy_opts o;
+    const char *from = NULL;
+    CHECK_EQ_INT(at_strategy_choose(NULL, NULL, NULL, 0, 100, 7, &o, &from), AT_OK);
+    CHECK_EQ_INT(o.kind, AT_STRATEGY_HALVING); /* the default: normal */
+    CHECK_STR_HAS(from, "default");
+    CHECK_EQ_INT(o.budget, 0);
+    CHECK_EQ_INT(o.reps, 7);
+    CHECK_EQ_INT(at_strategy_choose(NULL, NULL, "anneal", 0, 100, 7, &o, &from), AT_OK);
+    CHECK_EQ_INT(o.kind, AT_STRATEGY_ANNEAL);
+    CHECK_STR_HAS(from, "spec");
+    CHECK_EQ_INT(at_strategy_choose(NULL, "exhaustive", "anneal", 0, 100, 7, &o, &from), AT_OK);
+    CHECK_EQ_INT(o.kind, AT_STRATEGY_EXHAUSTIVE); /* --effort's beats the spec's */
+    CHECK_STR_HAS(from, "--effort");
+    CHECK_EQ_INT(at_strategy_choose("random", "exhaustive", "anneal", 0, 100, 7, &o, &from), AT_OK);
+    CHECK_EQ_INT(o.kind, AT_STRATEGY_RANDOM); /* --strategy beats both */
+    CHECK_STR_HAS(from, "--strategy");
+    CHECK_EQ_INT(at_strategy_choose("anneal", "quick", NULL, 0, 100, 7, &o, &from), AT_OK);
+    CHECK_EQ_INT(o.kind, AT_STRATEGY_ANNEAL);
+    CHECK_EQ_INT(o.budget, 25); /* quick's budget: a quarter */
+    CHECK_EQ_INT(at_strategy_choose("anneal", "quick", NULL, 40, 100, 7, &o, &from), AT_OK);
+    CHECK_EQ_INT(o.budget, 40); /* --budget replaces it */
+    CHECK_EQ_INT(at_strategy_choose(NULL, "patient", "random", 0, 100, 7, &o, NULL), AT_OK);
+    CHECK_EQ_INT(o.kind, AT_STRATEGY_HALVING);
+    CHECK_EQ_INT(o.reps, 14);
+    CHECK_EQ_INT(o.finalists, 6);
+    CHECK_EQ_INT(at_strategy_choose(NULL, NULL, "random", 0, 100, 7, &o, NULL), AT_OK);
+    CHECK_EQ_INT(o.eta, 3); /* normal's settings under the spec's kind */
+    CHECK_EQ_INT(at_strategy_choose("sideways", NULL, NULL, 0, 100, 7, &o, NULL), AT_ERR_USAGE);
+    CHECK_STR_HAS(at_errmsg(), "sideways");
+    CHECK_EQ_INT(at_strategy_choose(NULL, "lazy", NULL, 0, 100, 7, &o, NULL), AT_ERR_USAGE);
+    CHECK_EQ_INT(at_strategy_choose(NULL, NULL, "bogus", 0, 100, 7, &o, NULL), AT_ERR_USAGE);
+}
+
+/* The progress display's estimate is the number of calls a run makes
+** (exact here: no warm seeds, and the failures never reach a cut). */
+static void test_estimate_calls(void)
+{
+    space *sp = make_space();
+    at_effort levels[] = {AT_EFFORT_QUICK, AT_EFFORT_NORMAL, AT_EFFORT_PATIENT, AT_EFFORT_EXHAUSTIVE};
+    for (int l = 0; l < 4; l++) {
+        at_strategy_opts o;
+        at_strategy_result res;
+        fake *f = new_fake(sp, 5);
+        CHECK_EQ_INT(at_strategy_effort(levels[l], sp->n, R, &o), AT_OK);
+        o.rng_seed = 5;
+        CHECK_EQ_INT(at_strategy_run(sp->c, sp->n, &o, fake_measure, f, &res), AT_OK);
+        CHECK_EQ_INT(at_strategy_estimate_calls(&o, sp->n), res.calls);
+        at_strategy_result_free(&res);
+        free(f);
+    }
+    for (int kind = 1; kind < 3; kind++) {
+        at_strategy_opts o = opts_of((at_strategy_kind)kind, 30, 5);
+        at_strategy_result res;
+        fake *f = new_fake(sp, 5);
+        CHECK_EQ_INT(at_strategy_run(sp->c, sp->n, &o, fake_measure, f, &res), AT_OK);
+        CHECK_EQ_INT(at_strategy_estimate_calls(&o, sp->n), res.calls);
+        at_strategy_result_free(&res);
+        free(f);
+    }
+    free(sp);
+}
+
+/* Warm start against a cache made here: winners of four shapes (one won by
+** cuBLAS, one of another op), matched to candidates by (strategy, params),
+** nearest shape first; a shape won by the baseline does not count. */
+static void test_warm_seeds_from_cache(void)
+{
+    char dir[] = "/tmp/at_warm_XXXXXX", path[96];
+    at_cache *c = NULL;
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/tune.db", dir);
+    CHECK_EQ_INT(at_cache_open(path, &c), AT_OK);
+    if (!c)
+        return;
+    struct {
+        const char *op, *shape, *strategy, *params;
+    } won[] = {
+        {"gemv", "1x2048x4096", "warp_row", "TP_ROWS=2 TP_VEC=8"},  /* distance ln 2 */
+        {"gemv", "1x2048x2048", "cublas", ""},                      /* distance 0, the baseline won */
+        {"gemv", "1x2048x65536", "splitk", "TP_WPR=4"},             /* far */
+        {"gemv", "1x4096x2048", "splitk", "TP_WPR=2"},              /* distance ln 2 */
+        {"rmsnorm", "1x2048", "block_row", "TP_ROWS=2 TP_VEC=8"},   /* another op */
+    };
+    for (int i = 0; i < 5; i++) {
+        at_key k;
+        at_winner w;
+        memset(&k, 0, sizeof k);
+        memset(&w, 0, sizeof w);
+        snprintf(k.op, sizeof k.op, "%s", won[i].op);
+        k.dtype = AT_BF16;
+        snprintf(k.shape, sizeof k.shape, "%s", won[i].shape);
+        strcpy(k.device, "NVIDIA H200");
+        k.cc = 90;
+        k.sms = 132;
+        snprintf(w.strategy, sizeof w.strategy, "%s", won[i].strategy);
+        snprintf(w.params, sizeof w.params, "%s", won[i].params);
+        w.us = 10.0;
+        CHECK_EQ_INT(at_cache_put_winner(c, &k, &w), AT_OK);
+    }
+    at_key k;
+    memset(&k, 0, sizeof k);
+    strcpy(k.op, "gemv");
+    k.dtype = AT_BF16;
+    strcpy(k.shape, "1x2048x2048");
+    strcpy(k.device, "NVIDIA H200");
+    k.cc = 90;
+    k.sms = 132;
+    at_winner_ref refs[16];
+    int nrefs = 0;
+    CHECK_EQ_INT(at_cache_list_winners(c, &k, refs, 16, &nrefs), AT_OK);
+    CHECK_EQ_INT(nrefs, 4);
+    at_cache_close(c);
+
+    const char *names[] = {"warp_row", "warp_row", "splitk", "splitk", "splitk"};
+    const char *params[] = {"TP_ROWS=1 TP_VEC=8", "TP_ROWS=2 TP_VEC=8", "TP_WPR=2", "TP_WPR=4", "TP_WPR=8"};
+    int seeds[5], nseeds = -1, nshapes = -1;
+    at_shape sh = {1, 2048, 2048, 3};
+    CHECK_EQ_INT(at_strategy_warm_seeds(refs, nrefs, &sh, 2, names, params, 5, seeds, &nseeds, &nshapes),
+                 AT_OK);
+    CHECK_EQ_INT(nseeds, 2); /* the two at ln 2; the far one is third */
+    CHECK_EQ_INT(nshapes, 2);
+    CHECK((seeds[0] == 1 && seeds[1] == 2) || (seeds[0] == 2 && seeds[1] == 1));
+    CHECK_EQ_INT(at_strategy_warm_seeds(refs, nrefs, &sh, 4, names, params, 5, seeds, &nseeds, &nshapes),
+                 AT_OK);
+    CHECK_EQ_INT(nseeds, 3);
+    CHECK_EQ_INT(seeds[2], 3); /* the far shape's winner, last */
+    CHECK_EQ_INT(nshapes, 3);
+    at_shape far = {1, 2048, 65536, 3};
+    CHECK_EQ_INT(at_strategy_warm_seeds(refs, nrefs, &far, 1, names, params, 5, seeds, &nseeds, NULL), AT_OK);
+    CHECK_EQ_INT(nseeds, 1);
+    CHECK_EQ_INT(seeds[0], 3);
+    at_shape norm = {1, 2048, 0, 2}; /* a TxH target: MxKxN refs do not parse, none match */
+    CHECK_EQ_INT(at_strategy_warm_seeds(refs, nrefs, &norm, 4, names, params, 5, seeds, &nseeds, NULL), AT_OK);
+    CHECK_EQ_INT(nseeds, 0);
+    remove(path);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void)
 {
     TT_RUN(test_parse);
@@ -605,5 +752,8 @@ int main(void)
     TT_RUN(test_failed);
     TT_RUN(test_errors);
     TT_RUN(test_small);
+    TT_RUN(test_choose);
+    TT_RUN(test_estimate_calls);
+    TT_RUN(test_warm_seeds_from_cache);
     return TT_DONE();
 }

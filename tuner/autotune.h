@@ -133,6 +133,10 @@ const char *at_spec_op(const at_spec *spec);
 ** "halving", checked at load): how the timing phase searches the space
 ** unless --strategy overrides it; NULL when the spec does not say. */
 const char *at_spec_search_strategy(const at_spec *spec);
+/* The spec's allow_spills field (a boolean, checked at load): 1 when
+** candidates that spill registers may still be timed; 0 (the default) when
+** they are rejected after compiling (state "spills"). */
+int at_spec_allow_spills(const at_spec *spec);
 /* Lower-case hex sha256 of the spec's source text, as loaded. */
 const char *at_spec_sha256(const at_spec *spec);
 int at_spec_nstrategies(const at_spec *spec);
@@ -263,6 +267,19 @@ int at_cache_put_winner(at_cache *c, const at_key *k, const at_winner *w);
 int at_cache_get_winner(at_cache *c, const at_key *k, at_winner *out, int *found);
 void at_winner_clear(at_winner *w);
 
+/* One stored winner as warm start reads it (at_cache_list_winners). */
+typedef struct at_winner_ref {
+    char shape[64];             /* at_shape_format of the tuned shape */
+    char strategy[AT_NAME_LEN]; /* the baseline's name when the baseline won */
+    char params[256];
+    double us, speedup;
+} at_winner_ref;
+
+/* The winners stored for k's device, cc, sms, op and dtype, under any key
+** (any shape, driver, spec ...), newest first: up to `max` into out[0..),
+** how many into *n. Read-only. */
+int at_cache_list_winners(at_cache *c, const at_key *k, at_winner_ref *out, int max, int *n);
+
 /* Many puts in one transaction: begin/commit (commit is cheap to repeat). */
 int at_cache_begin(at_cache *c);
 int at_cache_commit(at_cache *c);
@@ -343,10 +360,11 @@ typedef struct at_search_opts {
     int force;                  /* ignore cached winners and failed trials */
     int reps;                   /* replays per candidate (median of), >= 5 */
     int threads;                /* compile threads, 0 = all cores */
-    int progress;               /* live progress lines on stderr */
+    int progress;               /* progress on stderr: an at_progress_mode (progress.h):
+                                   0 none, 1 live line (a terminal), 2 plain lines */
     volatile int *interrupt;    /* set asynchronously (SIGINT): stop soon */
     /* The timing phase's search (strategy.h), from --effort, --strategy and
-    ** --budget; validated by the CLI. Not yet read by search.c. */
+    ** --budget; validated by the CLI; chosen by at_strategy_choose. */
     const char *effort;   /* "quick" | "normal" | "patient" | "exhaustive"; NULL: not
                              given ("normal") */
     const char *strategy; /* "exhaustive" | "random" | "anneal" | "halving"; NULL: the
@@ -364,6 +382,7 @@ typedef struct at_search_row {
     double gbps;         /* bytes / graph µs */
     double ratio;        /* baseline µs / µs */
     int final;           /* re-timed in the final round */
+    int reps;            /* replays behind trial.us (0: not timed; issue 5) */
 } at_search_row;
 
 /* One baseline contestant as the run timed it. Baseline 0 is the one the
@@ -404,12 +423,31 @@ typedef struct at_search_result {
     at_search_baseline baselines[AT_MAX_BASELINES];
     int groups;          /* graphs the copies are split over (1: one graph holds them all) */
     double eps;          /* norm ops: the eps used; 0 for other ops */
+    /* added with the timing-phase strategies (issue 5) */
+    char search[16];        /* the strategy the timing phase ran: "halving" ... */
+    char search_from[16];   /* where it came from: "--strategy", "--effort", "spec", "default" */
+    char effort[16];        /* the effort level behind its settings ("normal" when not given) */
+    int budget;             /* the strategy's budget (0: the whole space) */
+    int full_reps;          /* replays of a full-precision measurement */
+    int nmeasured;          /* correct candidates the strategy timed */
+    int nnot_measured;      /* correct candidates it left untimed (not stored) */
+    int nwarm, nwarm_shapes; /* warm-start seeds found, from how many tuned shapes */
+    int nfinal, final_reps; /* finalists re-timed, and their replays */
+    long long cost_reps;    /* replays the strategy spent (each also replays baseline 0) */
+    int spills_allowed;     /* the spec's allow_spills: spilling candidates are timed */
+    int nspills_rejected;   /* candidates not timed because they spill */
+    /* added with crash isolation (issue 6) */
+    int ntimeout;        /* candidates that ran past their time limit (state timeout) */
 } at_search_result;
 
 /* Runs the whole pipeline: spec -> candidates -> NVRTC -> correctness gate
-** -> timing against cuBLAS -> cache. Fills *res (free with
+** -> timing against cuBLAS (the search strategy chosen from o and the spec,
+** seeded with the winners of the nearest tuned shapes) -> cache. Fills *res (free with
 ** at_search_result_free) also when it fails part-way or is interrupted, so
-** the caller can print what was measured. */
+** the caller can print what was measured. The GPU work runs in forked
+** worker processes (a candidate that faults or hangs is recorded crashed /
+** timeout and the run goes on): the calling process must not have
+** initialised CUDA, and this one never does. */
 int at_search_run(const at_search_opts *o, at_search_result *res);
 void at_search_result_free(at_search_result *res);
 

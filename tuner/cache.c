@@ -795,3 +795,47 @@ int at_cache_commit(at_cache *c)
     sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
     return st;
 }
+
+/* ------------------------------------------------------------ warm start */
+
+/* Read-only; a fresh statement per call (warm start asks once per run). The
+** winners_by_problem index covers the WHERE clause. */
+int at_cache_list_winners(at_cache *c, const at_key *k, at_winner_ref *out, int max, int *n)
+{
+    static const char sql[] = "SELECT shape, strategy, params, us, speedup FROM winners"
+                              " WHERE device = ?1 AND cc = ?2 AND sms = ?3 AND op = ?4 AND dtype = ?5"
+                              " ORDER BY created_at DESC, rowid DESC";
+    sqlite3_stmt *s = NULL;
+    char dt[24];
+    int rc;
+    *n = 0;
+    if (!c || !k || (max > 0 && !out))
+        return at_fail(AT_ERR_USAGE, "at_cache_list_winners: NULL argument");
+    if ((rc = sqlite3_prepare_v2(c->db, sql, -1, &s, NULL)) != SQLITE_OK)
+        return sql_fail(c, rc, "list winners");
+    dtype_text(k->dtype, dt);
+    if (sqlite3_bind_text(s, 1, k->device, -1, SQLITE_STATIC) || sqlite3_bind_int(s, 2, k->cc) ||
+        sqlite3_bind_int(s, 3, k->sms) || sqlite3_bind_text(s, 4, k->op, -1, SQLITE_STATIC) ||
+        sqlite3_bind_text(s, 5, dt, -1, SQLITE_STATIC)) {
+        int st = sql_fail(c, bind_error(c), "list winners");
+        sqlite3_finalize(s);
+        return st;
+    }
+    while (*n < max && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        at_winner_ref *w = &out[(*n)++];
+        memset(w, 0, sizeof *w);
+        COL_TEXT(s, 0, w->shape);
+        COL_TEXT(s, 1, w->strategy);
+        COL_TEXT(s, 2, w->params);
+        w->us = col_double(s, 3);
+        w->speedup = col_double(s, 4);
+    }
+    if (*n < max && rc != SQLITE_DONE) {
+        int st = sql_fail(c, rc, "list winners");
+        sqlite3_finalize(s);
+        *n = 0;
+        return st;
+    }
+    sqlite3_finalize(s);
+    return AT_OK;
+}

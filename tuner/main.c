@@ -5,6 +5,7 @@
 */
 #include "autotune.h"
 #include "op.h"
+#include "progress.h"
 #include "strategy.h"
 #include "suite.h"
 #include "table.h"
@@ -69,15 +70,15 @@ static void usage(FILE *f)
         "  --threads N      compile threads (default: all cores)\n"
         "  --top N          rows of the table to print (default 10; -1 all)\n"
         "  --json           print one JSON document instead of the table\n"
-        "  --quiet          no progress lines\n"
+        "  --quiet          no progress lines (on a terminal one live line per phase,\n"
+        "                   elsewhere plain lines every few seconds; none with --json)\n"
         "  --effort E       quick, normal (default), patient or exhaustive: how much\n"
         "                   of the space the timing phase measures, and how long\n"
         "  --strategy S     exhaustive, random, anneal or halving (default: the\n"
         "                   --effort's if given, else the spec's search_strategy,\n"
         "                   else the effort's)\n"
-        "  --budget N       candidates the strategy may measure (default: the effort's)\n"
-        "                   (effort, strategy, budget: parsed; the timing phase does not\n"
-        "                   use them yet)\n"
+        "  --budget N       candidates the strategy may measure (random, anneal; halving:\n"
+        "                   the size of its first round; default: the effort's)\n"
         "\n"
         "Suites (a model's ops and shapes in one Lua file, search/models/*.lua):\n"
         "  --suite FILE     tune every entry of FILE, resumably (a rerun answers\n"
@@ -388,7 +389,7 @@ int main(int argc, char **argv)
     o.spec_path = spec;
     o.templates_root = templates;
     o.db_path = db;
-    o.progress = !quiet && !json && isatty(2);
+    o.progress = at_progress_mode_for(stderr, quiet || json); /* stderr only: stdout's --json is unaffected */
     o.interrupt = &interrupt_flag;
     signal(SIGINT, on_sigint);
 

@@ -90,4 +90,30 @@ extern const at_op at_op_rmsnorm, at_op_add_rmsnorm, at_op_gemma_rmsnorm, at_op_
 /* Shared by the ops: one kernel launch on g->stream (PDL when asked). */
 int at_op_launch(at_gpu *g, const at_op_kernel *k, void **args);
 
+/* Guard zones (guard.c): an output buffer of n bytes with AT_GUARD_BYTES
+** before and after it, filled with AT_GUARD_PATTERN before a correctness
+** check and compared after it, so a candidate that writes out of bounds
+** without faulting is caught. p = alloc + AT_GUARD_BYTES keeps the
+** allocation's 256-byte alignment; the zone after starts right at p + n. */
+#define AT_GUARD_BYTES 4096
+#define AT_GUARD_PATTERN 0xA5
+typedef struct at_guarded {
+    CUdeviceptr alloc, p; /* the allocation; the output itself */
+    size_t n;
+    unsigned char *host;  /* 2 * AT_GUARD_BYTES: the zones as read back */
+} at_guarded;
+/* Allocates the buffer and its zones (device) and the host copy. */
+int at_guarded_alloc(at_gpu *g, at_guarded *b, size_t n);
+void at_guarded_free(at_gpu *g, at_guarded *b); /* zeroed or freed: no-op */
+/* Enqueues the pattern into both zones on g->stream. */
+int at_guarded_arm(at_gpu *g, at_guarded *b);
+/* Enqueues the copy of both zones to b->host (valid after a stream sync). */
+int at_guarded_fetch(at_gpu *g, at_guarded *b);
+/* After the sync: 0 when both zones are intact, else 1 with "wrote N bytes
+** past the output" (N: how far past p + n the farthest changed byte is;
+** "before", counted back from p; both when both) appended to reason[0..n)
+** after "; " when reason is not empty. `what` names the buffer ("output",
+** "residual"). */
+int at_guarded_verdict(const at_guarded *b, const char *what, char *reason, size_t n);
+
 #endif

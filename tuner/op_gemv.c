@@ -2,7 +2,9 @@
 ** op_gemv.c — the GEMV op (y[M,N] = x[M,K] . W[N,K]^T, MxKxN) for the op
 ** table: random x and W, the fp64 reference, the weights rotated over
 ** copies (x and y stay put: in decode only the weights are cold), cuBLAS
-** (cublasGemmEx, fp32 compute) as the one baseline.
+** (cublasGemmEx, fp32 compute) as the one baseline. y has guard zones
+** (op.h): a candidate writing before or past it is wrong (guard zones not
+** yet run on a GPU).
 */
 #include "op.h"
 #include "verify.h"
@@ -17,6 +19,7 @@ typedef struct gemv {
     int64_t M, K, N;
     at_gpu *g;
     CUdeviceptr x, y, wbase; /* wbase: one block holding every weight copy */
+    at_guarded yg;           /* y with its guard zones: y = yg.p */
     CUdeviceptr *W;          /* the copies */
     int copies;
     uint16_t *hx, *hW, *hy;
@@ -81,13 +84,14 @@ static int gemv_setup(void *state, at_gpu *g, int copies)
     if (!(s->W = calloc((size_t)copies, sizeof *s->W)))
         return at_fail(AT_ERR_NOMEM, "out of memory");
     if ((rc = at_gpu_alloc(g, &s->x, (size_t)(M * K) * 2)) != AT_OK ||
-        (rc = at_gpu_alloc(g, &s->y, (size_t)(M * N) * 2)) != AT_OK ||
+        (rc = at_guarded_alloc(g, &s->yg, (size_t)(M * N) * 2)) != AT_OK ||
         (rc = at_gpu_alloc(g, &s->wbase, stride * (size_t)copies)) != AT_OK ||
         (rc = at_gpu_check(g, g->cu.cuMemcpyHtoDAsync_(s->x, s->hx, (size_t)(M * K) * 2, g->stream),
                            "cuMemcpyHtoDAsync")) != AT_OK ||
         (rc = at_gpu_check(g, g->cu.cuMemcpyHtoDAsync_(s->wbase, s->hW, wbytes, g->stream),
                            "cuMemcpyHtoDAsync")) != AT_OK)
         return rc;
+    s->y = s->yg.p;
     for (int i = 0; i < copies; i++) {
         s->W[i] = s->wbase + (CUdeviceptr)(stride * (size_t)i);
         if (i > 0 && (rc = at_gpu_check(g, g->cu.cuMemcpyDtoDAsync_(s->W[i], s->wbase, wbytes, g->stream),
@@ -117,7 +121,8 @@ static int gemv_enqueue(void *state, const at_contestant *c, int copy)
     return at_op_launch(g, &c->kernel, args);
 }
 
-/* Runs c once on poisoned output and compares with the reference. */
+/* Runs c once on poisoned output with armed guard zones and compares with
+** the reference. */
 static int gemv_check(void *state, const at_contestant *c, at_op_check *out)
 {
     gemv *s = state;
@@ -128,19 +133,23 @@ static int gemv_check(void *state, const at_contestant *c, at_op_check *out)
     memset(out, 0, sizeof *out);
     /* poison: 0xFFFF is a NaN in bf16 and fp16, so an unwritten y fails */
     if ((rc = at_gpu_check(g, g->cu.cuMemsetD16Async_(s->y, 0xFFFF, n, g->stream), "cuMemsetD16Async")) != AT_OK ||
-        (rc = gemv_enqueue(s, c, 0)) != AT_OK ||
+        (rc = at_guarded_arm(g, &s->yg)) != AT_OK || (rc = gemv_enqueue(s, c, 0)) != AT_OK ||
         (rc = at_gpu_check(g, g->cu.cuStreamSynchronize_(g->stream), "kernel run")) != AT_OK ||
         (rc = at_gpu_check(g, g->cu.cuMemcpyDtoHAsync_(s->hy, s->y, n * 2, g->stream), "cuMemcpyDtoHAsync")) != AT_OK ||
+        (rc = at_guarded_fetch(g, &s->yg)) != AT_OK ||
         (rc = at_gpu_check(g, g->cu.cuStreamSynchronize_(g->stream), "cuStreamSynchronize")) != AT_OK)
         return rc;
+    out->wrong = at_guarded_verdict(&s->yg, "output", out->reason, sizeof out->reason);
     out->err = at_rel_err(s->dtype, s->hy, s->ref, n, &out->nonfinite);
     if (out->nonfinite || !(out->err <= tol)) {
+        size_t len = strlen(out->reason);
         out->wrong = 1;
         if (out->nonfinite)
-            snprintf(out->reason, sizeof out->reason, "%zu outputs NaN/Inf (unwritten or overflow)",
-                     out->nonfinite);
+            snprintf(out->reason + len, sizeof out->reason - len, "%s%zu outputs NaN/Inf (unwritten or overflow)",
+                     len ? "; " : "", out->nonfinite);
         else
-            snprintf(out->reason, sizeof out->reason, "rel. error %.3g > %.0e", out->err, tol);
+            snprintf(out->reason + len, sizeof out->reason - len, "%srel. error %.3g > %.0e", len ? "; " : "",
+                     out->err, tol);
     }
     return AT_OK;
 }
@@ -160,9 +169,9 @@ static void gemv_close(void *state)
         return;
     if (s->g) {
         at_gpu_free(s->g, s->x);
-        at_gpu_free(s->g, s->y);
         at_gpu_free(s->g, s->wbase);
     }
+    at_guarded_free(s->g, &s->yg); /* without a GPU: the host copy only */
     free(s->W);
     free(s->hx);
     free(s->hW);

@@ -6,7 +6,9 @@
 ** candidates: the naive fused kernel (baseline 0, the runtime's fallback,
 ** the winner rule's yardstick) and the unfused eager chain (one kernel per
 ** elementary op). The check restores the residual and poisons y first, and
-** for the add ops compares the residual output z bit for bit.
+** for the add ops compares the residual output z bit for bit. The check
+** runs on its own y and residual buffers with guard zones (op.h), so a
+** candidate writing past either is wrong.
 ** Not yet run on a GPU (written without one; see the README).
 */
 #include "norm_ref.h"
@@ -49,6 +51,7 @@ typedef struct norm {
     size_t rstride, wstride; /* bytes between copies: a row block (x, residual, y), w */
     CUdeviceptr xb, rb, yb, wb; /* copy i of x at xb + i * rstride, ... */
     CUdeviceptr xf, sq, ms, rs, xn, yw; /* the chain's fp32 scratch, shared by the copies */
+    at_guarded ychk, rchk; /* the check's y and residual (add ops), with guard zones */
     uint16_t *hx, *hr, *hw, *hy, *hz, *zref;
     float *hw32;
     double *ref;
@@ -267,7 +270,9 @@ static int norm_setup(void *state, at_gpu *g, int copies)
         (rc = at_gpu_alloc(g, &s->xf, n * 4)) != AT_OK || (rc = at_gpu_alloc(g, &s->sq, n * 4)) != AT_OK ||
         (rc = at_gpu_alloc(g, &s->xn, n * 4)) != AT_OK || (rc = at_gpu_alloc(g, &s->yw, n * 4)) != AT_OK ||
         (rc = at_gpu_alloc(g, &s->ms, (size_t)s->T * 4)) != AT_OK ||
-        (rc = at_gpu_alloc(g, &s->rs, (size_t)s->T * 4)) != AT_OK)
+        (rc = at_gpu_alloc(g, &s->rs, (size_t)s->T * 4)) != AT_OK ||
+        (rc = at_guarded_alloc(g, &s->ychk, n * 2)) != AT_OK ||
+        (s->add && (rc = at_guarded_alloc(g, &s->rchk, n * 2)) != AT_OK))
         return rc;
     if ((rc = at_gpu_check(g, g->cu.cuMemcpyHtoDAsync_(s->xb, s->hx, n * 2, g->stream), "cuMemcpyHtoDAsync")) !=
             AT_OK ||
@@ -328,13 +333,8 @@ static int enqueue_unfused(norm *s, CUdeviceptr x, CUdeviceptr r, CUdeviceptr w,
 ** takes (x, residual, w, y, int T, int H, float eps); the runtime library
 ** launches them with the same list. residual is 0 for the non-add ops
 ** (they never touch it). */
-static int norm_enqueue(void *state, const at_contestant *c, int copy)
+static int enqueue_on(norm *s, const at_contestant *c, CUdeviceptr x, CUdeviceptr r, CUdeviceptr w, CUdeviceptr y)
 {
-    norm *s = state;
-    CUdeviceptr x = s->xb + (CUdeviceptr)(s->rstride * (size_t)copy);
-    CUdeviceptr r = s->add ? s->rb + (CUdeviceptr)(s->rstride * (size_t)copy) : 0;
-    CUdeviceptr w = s->wb + (CUdeviceptr)(s->wstride * (size_t)copy);
-    CUdeviceptr y = s->yb + (CUdeviceptr)(s->rstride * (size_t)copy);
     int T = (int)s->T, H = (int)s->H;
     float eps = s->eps;
     void *args[] = {&x, &r, &w, &y, &T, &H, &eps};
@@ -347,6 +347,16 @@ static int norm_enqueue(void *state, const at_contestant *c, int copy)
     return at_op_launch(s->g, &c->kernel, args);
 }
 
+static int norm_enqueue(void *state, const at_contestant *c, int copy)
+{
+    norm *s = state;
+    CUdeviceptr x = s->xb + (CUdeviceptr)(s->rstride * (size_t)copy);
+    CUdeviceptr r = s->add ? s->rb + (CUdeviceptr)(s->rstride * (size_t)copy) : 0;
+    CUdeviceptr w = s->wb + (CUdeviceptr)(s->wstride * (size_t)copy);
+    CUdeviceptr y = s->yb + (CUdeviceptr)(s->rstride * (size_t)copy);
+    return enqueue_on(s, c, x, r, w, y);
+}
+
 static int norm_check(void *state, const at_contestant *c, at_op_check *out)
 {
     norm *s = state;
@@ -355,19 +365,28 @@ static int norm_check(void *state, const at_contestant *c, at_op_check *out)
     double tol = at_dtype_tolerance(s->dtype);
     int rc;
     memset(out, 0, sizeof *out);
+    CUdeviceptr r = s->add ? s->rchk.p : 0;
     /* the add ops update residual in place: restore it, then poison y
-    ** (0xFFFF is a NaN in bf16 and fp16, so an unwritten y fails) */
-    if ((s->add && (rc = at_gpu_check(g, g->cu.cuMemcpyHtoDAsync_(s->rb, s->hr, n * 2, g->stream),
+    ** (0xFFFF is a NaN in bf16 and fp16, so an unwritten y fails) and arm
+    ** the guard zones around both; inputs x and w are copy 0's */
+    if ((s->add && (rc = at_gpu_check(g, g->cu.cuMemcpyHtoDAsync_(r, s->hr, n * 2, g->stream),
                                       "cuMemcpyHtoDAsync")) != AT_OK) ||
-        (rc = at_gpu_check(g, g->cu.cuMemsetD16Async_(s->yb, 0xFFFF, n, g->stream), "cuMemsetD16Async")) != AT_OK ||
-        (rc = norm_enqueue(s, c, 0)) != AT_OK ||
-        (rc = at_gpu_check(g, g->cu.cuStreamSynchronize_(g->stream), "kernel run")) != AT_OK ||
-        (rc = at_gpu_check(g, g->cu.cuMemcpyDtoHAsync_(s->hy, s->yb, n * 2, g->stream), "cuMemcpyDtoHAsync")) !=
+        (s->add && (rc = at_guarded_arm(g, &s->rchk)) != AT_OK) ||
+        (rc = at_gpu_check(g, g->cu.cuMemsetD16Async_(s->ychk.p, 0xFFFF, n, g->stream), "cuMemsetD16Async")) !=
             AT_OK ||
-        (s->add && (rc = at_gpu_check(g, g->cu.cuMemcpyDtoHAsync_(s->hz, s->rb, n * 2, g->stream),
+        (rc = at_guarded_arm(g, &s->ychk)) != AT_OK || (rc = enqueue_on(s, c, s->xb, r, s->wb, s->ychk.p)) != AT_OK ||
+        (rc = at_gpu_check(g, g->cu.cuStreamSynchronize_(g->stream), "kernel run")) != AT_OK ||
+        (rc = at_gpu_check(g, g->cu.cuMemcpyDtoHAsync_(s->hy, s->ychk.p, n * 2, g->stream), "cuMemcpyDtoHAsync")) !=
+            AT_OK ||
+        (rc = at_guarded_fetch(g, &s->ychk)) != AT_OK ||
+        (s->add && (rc = at_gpu_check(g, g->cu.cuMemcpyDtoHAsync_(s->hz, r, n * 2, g->stream),
                                       "cuMemcpyDtoHAsync")) != AT_OK) ||
+        (s->add && (rc = at_guarded_fetch(g, &s->rchk)) != AT_OK) ||
         (rc = at_gpu_check(g, g->cu.cuStreamSynchronize_(g->stream), "cuStreamSynchronize")) != AT_OK)
         return rc;
+    out->wrong = at_guarded_verdict(&s->ychk, "output", out->reason, sizeof out->reason);
+    if (s->add)
+        out->wrong |= at_guarded_verdict(&s->rchk, "residual", out->reason, sizeof out->reason);
     out->err = at_rel_err(s->dtype, s->hy, s->ref, n, &out->nonfinite);
     if (s->add) /* z is exact: the same fp32 add and rounding as the reference */
         for (size_t i = n; i-- > 0;)
@@ -375,14 +394,16 @@ static int norm_check(void *state, const at_contestant *c, at_op_check *out)
                 zbad++;
                 zfirst = i;
             }
-    size_t len = 0;
+    size_t len = strlen(out->reason);
     if (out->nonfinite || !(out->err <= tol)) {
+        const char *sep = len ? "; " : "";
         out->wrong = 1;
         if (out->nonfinite)
-            len = (size_t)snprintf(out->reason, sizeof out->reason, "%zu outputs NaN/Inf (unwritten or overflow)",
-                                   out->nonfinite);
+            len += (size_t)snprintf(out->reason + len, sizeof out->reason - len,
+                                    "%s%zu outputs NaN/Inf (unwritten or overflow)", sep, out->nonfinite);
         else
-            len = (size_t)snprintf(out->reason, sizeof out->reason, "rel. error %.3g > %.0e", out->err, tol);
+            len += (size_t)snprintf(out->reason + len, sizeof out->reason - len, "%srel. error %.3g > %.0e", sep,
+                                    out->err, tol);
     }
     if (zbad) {
         out->wrong = 1;
@@ -434,6 +455,8 @@ static void norm_close(void *state)
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             at_gpu_free(s->g, all[i]);
     }
+    at_guarded_free(s->g, &s->ychk); /* without a GPU: the host copy only */
+    at_guarded_free(s->g, &s->rchk);
     for (int b = 0; b < NB; b++)
         at_compile_job_clear(&s->jobs[b]);
     free(s->hx);

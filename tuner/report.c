@@ -3,7 +3,9 @@
 ** space, how it was timed, the ranking against the baselines, the winner)
 ** and the same facts as one JSON document for scripts. GEMV has one
 ** baseline (cuBLAS); the norms two (naive fused, unfused chain), shown side
-** by side, the winner rule against the first.
+** by side, the winner rule against the first. Also how the timing phase
+** searched (strategy, replays per candidate, warm start) and where the
+** time went (compile / verify / time / other).
 */
 #include "autotune.h"
 
@@ -24,6 +26,21 @@ static const at_search_baseline *base_desc(const at_search_result *r, int b)
 static int nbase(const at_search_result *r)
 {
     return r->nbaselines > 1 ? r->nbaselines : 1;
+}
+
+/* An ok row whose reason flags it (a harness error), not a note such as
+** "screened: median of 2 replays" or "not measured". */
+static int flagged(const at_trial *t)
+{
+    return t->state == AT_TRIAL_OK && strncmp(t->reason, "harness error", 13) == 0;
+}
+
+/* Seconds not spent compiling, verifying or timing (ceilings, setup, the
+** cache, the reference). */
+static double other_s(const at_search_result *r)
+{
+    double o = r->t_total - r->t_compile - r->t_verify - r->t_time;
+    return o > 0 ? o : 0.0;
 }
 
 static double pct_ceiling(const at_search_result *r, double gbps)
@@ -65,8 +82,8 @@ static void space_line(FILE *f, const at_search_result *r)
 {
     fprintf(f, "space   %d candidates, %d pruned (named constraints), %d compiled (%d failed",
             r->ncand, r->npruned, r->ncompiled, r->ncompile_failed);
-    if (r->nspills)
-        fprintf(f, ", %d spill", r->nspills);
+    if (r->nspills) /* [SPILLS] search.c sets the state */
+        fprintf(f, ", %d spill%s", r->nspills, r->spills_allowed ? ", timed: allow_spills" : " not timed");
     if (r->ncompile_cached)
         fprintf(f, ", %d from the cubin cache", r->ncompile_cached);
     fputc(')', f);
@@ -74,6 +91,8 @@ static void space_line(FILE *f, const at_search_result *r)
         fprintf(f, ", %d correct, %d wrong", r->ncorrect, r->nwrong);
     if (r->ncrashed)
         fprintf(f, ", %d crashed", r->ncrashed);
+    if (r->ntimeout)
+        fprintf(f, ", %d timed out", r->ntimeout);
     if (r->nskipped)
         fprintf(f, ", %d skipped (failed before, cached)", r->nskipped);
     fputc('\n', f);
@@ -107,12 +126,62 @@ static void prune_summary(FILE *f, const at_search_result *r)
     fputc('\n', f);
 }
 
+/* How the timing phase searches (dry run: would search), and what it did:
+** each timed row by the replays of its most precise measurement. */
+static void search_line(FILE *f, const at_search_result *r)
+{
+    enum { MAXR = 16 };
+    int reps[MAXR], count[MAXR], nr = 0;
+    if (!r->search[0])
+        return;
+    fprintf(f, "search  %s (%s%s), effort %s", r->search, strcmp(r->search_from, "default") ? "from " : "",
+            r->search_from, r->effort);
+    if (r->budget > 0)
+        fprintf(f, ", budget %d", r->budget);
+    fprintf(f, "; full precision %d replays, final round %d replays", r->full_reps, r->final_reps);
+    if (r->dry_run) {
+        fputc('\n', f);
+        return;
+    }
+    for (int i = 0; i < r->nrows; i++) {
+        int k = 0, v = r->rows[i].reps;
+        if (v <= 0 || r->rows[i].trial.state != AT_TRIAL_OK)
+            continue;
+        while (k < nr && reps[k] != v)
+            k++;
+        if (k == nr && nr < MAXR) {
+            reps[nr] = v;
+            count[nr++] = 0;
+        }
+        if (k < nr)
+            count[k]++;
+    }
+    for (int a = 1; a < nr; a++) /* fewest replays first */
+        for (int b = a; b > 0 && reps[b - 1] > reps[b]; b--) {
+            int t = reps[b], c = count[b];
+            reps[b] = reps[b - 1], count[b] = count[b - 1];
+            reps[b - 1] = t, count[b - 1] = c;
+        }
+    fprintf(f, "\n        timed %d of %d candidates", r->nmeasured, r->nmeasured + r->nnot_measured);
+    for (int k = 0; k < nr; k++)
+        fprintf(f, "%s%d at %d replays", k ? ", " : " (most precise: ", count[k], reps[k]);
+    if (nr)
+        fputc(')', f);
+    fprintf(f, ", %lld replays in all", r->cost_reps);
+    if (r->nwarm)
+        fprintf(f, "; warm start: %d seed%s from %d tuned shape%s", r->nwarm, r->nwarm == 1 ? "" : "s",
+                r->nwarm_shapes, r->nwarm_shapes == 1 ? "" : "s");
+    if (r->nnot_measured)
+        fprintf(f, "; %d not measured (not stored: a later run measures them)", r->nnot_measured);
+    fputc('\n', f);
+}
+
 static void dry_rows(FILE *f, const at_search_result *r)
 {
     fprintf(f, "  %-9s %-52s %-14s %s\n", "strategy", "params", "state", "regs/spill or why pruned");
     for (int i = 0; i < r->nrows; i++) {
         const at_trial *t = &r->rows[i].trial;
-        if (t->state == AT_TRIAL_PRUNED || t->state == AT_TRIAL_COMPILE_FAIL)
+        if (t->state == AT_TRIAL_PRUNED || t->state == AT_TRIAL_COMPILE_FAIL || t->state == AT_TRIAL_SPILLS)
             fprintf(f, "  %-9s %-52s %-14s %s\n", t->strategy, t->params, at_trial_state_name(t->state),
                     t->reason);
         else if (t->reason[0]) /* never compiled (interrupted) */
@@ -139,25 +208,28 @@ void at_report_text(FILE *f, const at_search_opts *o, const at_search_result *r,
     }
     space_line(f, r);
     prune_summary(f, r);
+    search_line(f, r);
     if (r->dry_run) {
         dry_rows(f, r);
         fprintf(f, "compile %.1f s on all cores for sm_%d (no GPU used)\n", r->t_compile, r->arch);
+        fprintf(f, "time    compile %.1f s, other %.1f s, total %.1f s\n", r->t_compile, other_s(r), r->t_total);
         return;
     }
+    int full = r->full_reps > 0 ? r->full_reps : r->reps, fin = r->final_reps > 0 ? r->final_reps : 3 * r->reps;
     if (r->nbaselines > 1) /* the norms: every input rotated, two baselines */
         fprintf(f, "timing  cold inputs (%d copies of x%s, w, y: %.0f MiB; %d graph%s of %d launches), graph "
-                   "replay, median of %d (top %d: median of %d); eps %.7g%s\n",
+                   "replay, median of up to %d (top %d: median of %d); eps %.7g%s\n",
                 r->copies, strstr(r->key.op, "add_") ? ", residual" : "", r->working_set_mib, r->groups,
-                r->groups == 1 ? "" : "s", r->launches, r->reps, 5, 3 * r->reps, r->eps,
+                r->groups == 1 ? "" : "s", r->launches, full, r->nfinal, fin, r->eps,
                 strstr(r->key.op, "add_") ? "; residual updated in place while timed" : "");
     else
-        fprintf(f, "timing  cold weights (%d copies, %.0f MiB), graph replay of %d launches, median of %d "
+        fprintf(f, "timing  cold weights (%d copies, %.0f MiB), graph replay of %d launches, median of up to %d "
                    "(top %d: median of %d)\n",
-                r->copies, r->working_set_mib, r->launches, r->reps, 5, 3 * r->reps);
+                r->copies, r->working_set_mib, r->launches, full, r->nfinal, fin);
     char vs[32];
     snprintf(vs, sizeof vs, "vs %s", base_desc(r, 0)->label);
-    fprintf(f, "  %-4s  %-9s %-52s %8s %13s %7s %6s %6s %9s", "rank", "strategy", "params", "us",
-            "min-max", "stream", "GB/s", "%ceil", vs);
+    fprintf(f, "  %-4s  %-9s %-52s %8s %13s %4s %7s %6s %6s %9s", "rank", "strategy", "params", "us",
+            "min-max", "reps", "stream", "GB/s", "%ceil", vs);
     for (int b = 1; b < nbase(r); b++) {
         snprintf(vs, sizeof vs, "vs %s", base_desc(r, b)->label);
         fprintf(f, " %10s", vs);
@@ -174,11 +246,12 @@ void at_report_text(FILE *f, const at_search_opts *o, const at_search_result *r,
         char stream[16] = "-";
         if (t->stream_us > 0)
             snprintf(stream, sizeof stream, "%.2f", t->stream_us);
-        fprintf(f, "  %-4d  %-9s %-52s %8.2f %6.2f-%-6.2f %7s %6.0f %5.0f%% %8.2fx", ++shown, t->strategy,
-                t->params, t->us, t->us_min, t->us_max, stream, row->gbps, pct_ceiling(r, row->gbps), row->ratio);
+        fprintf(f, "  %-4d  %-9s %-52s %8.2f %6.2f-%-6.2f %4d %7s %6.0f %5.0f%% %8.2fx", ++shown, t->strategy,
+                t->params, t->us, t->us_min, t->us_max, row->reps, stream, row->gbps, pct_ceiling(r, row->gbps),
+                row->ratio);
         for (int b = 1; b < nbase(r); b++)
             fprintf(f, " %9.2fx", r->baselines[b].us / t->us);
-        fprintf(f, "%s\n", t->reason[0] ? "  (!)" : "");
+        fprintf(f, "%s\n", flagged(t) ? "  (!)" : "");
     }
     for (int b = 0; b < nbase(r); b++) {
         const at_search_baseline *d = base_desc(r, b);
@@ -187,8 +260,8 @@ void at_report_text(FILE *f, const at_search_opts *o, const at_search_result *r,
         if (us <= 0)
             continue;
         double g = r->bytes / (us * 1e3);
-        fprintf(f, "  %-4s  %-9s %-52s %8.2f %6.2f-%-6.2f %7.2f %6.0f %5.0f%% %8.2fx", "-", d->strategy, d->what,
-                us, mn, mx, st, g, pct_ceiling(r, g), r->base_us > 0 ? r->base_us / us : 0.0);
+        fprintf(f, "  %-4s  %-9s %-52s %8.2f %6.2f-%-6.2f %4s %7.2f %6.0f %5.0f%% %8.2fx", "-", d->strategy, d->what,
+                us, mn, mx, "", st, g, pct_ceiling(r, g), r->base_us > 0 ? r->base_us / us : 0.0);
         for (int k = 1; k < nbase(r); k++)
             fprintf(f, " %9.2fx", r->baselines[k].us / us);
         fputc('\n', f);
@@ -198,7 +271,7 @@ void at_report_text(FILE *f, const at_search_opts *o, const at_search_result *r,
         fprintf(f, "  best without PDL: %s %s  %.2f us, %.2fx %s\n", np->trial.strategy, np->trial.params,
                 np->trial.us, np->ratio, base_desc(r, 0)->label);
     for (int i = 0; i < r->nrows; i++)
-        if (r->rows[i].trial.reason[0] && r->rows[i].trial.state == AT_TRIAL_OK)
+        if (flagged(&r->rows[i].trial))
             fprintf(f, "  (!) %s %s: %s\n", r->rows[i].trial.strategy, r->rows[i].trial.params,
                     r->rows[i].trial.reason);
     int nbad = 0;
@@ -213,8 +286,8 @@ void at_report_text(FILE *f, const at_search_opts *o, const at_search_result *r,
     }
     if (nbad > 10)
         fprintf(f, "  ... and %d more failed candidates (--json lists all)\n", nbad - 10);
-    fprintf(f, "time    compile %.1f s, verify %.1f s, timing %.1f s, total %.1f s\n", r->t_compile,
-            r->t_verify, r->t_time, r->t_total);
+    fprintf(f, "time    compile %.1f s, verify %.1f s, timing %.1f s, other %.1f s, total %.1f s\n", r->t_compile,
+            r->t_verify, r->t_time, other_s(r), r->t_total);
     if (r->winner.strategy[0] && !r->interrupted) {
         const at_winner *w = &r->winner;
         if (strcmp(w->strategy, base_desc(r, 0)->strategy) == 0) {
@@ -274,8 +347,8 @@ static void jtrial(FILE *f, const at_search_row *row)
     jnum(f, "gbps", "%.1f", row->gbps);
     jnum(f, "vs_baseline", "%.4f", row->ratio);
     jnum(f, "rel_err", "%.3g", t->rel_err);
-    fprintf(f, ",\"regs\":%d,\"spill_bytes\":%d,\"smem_bytes\":%d}", t->regs, t->spill_bytes,
-            t->smem_bytes);
+    fprintf(f, ",\"regs\":%d,\"spill_bytes\":%d,\"smem_bytes\":%d,\"reps\":%d,\"final\":%s}", t->regs,
+            t->spill_bytes, t->smem_bytes, row->reps, row->final ? "true" : "false");
 }
 
 void at_report_json(FILE *f, const at_search_opts *o, const at_search_result *r, const char *db_path,
@@ -304,13 +377,26 @@ void at_report_json(FILE *f, const at_search_opts *o, const at_search_result *r,
             r->arch, r->dev.sms, (long long)r->dev.l2_bytes, r->dev.driver_version, r->dev.read_gbps,
             r->dev.copy_gbps, r->dev.empty_us);
     fprintf(f, ",\"space\":{\"candidates\":%d,\"pruned\":%d,\"compiled\":%d,\"compile_failed\":%d,"
-               "\"compile_cached\":%d,\"spills\":%d,\"correct\":%d,\"wrong\":%d,\"crashed\":%d,\"skipped\":%d}",
-            r->ncand, r->npruned, r->ncompiled, r->ncompile_failed, r->ncompile_cached, r->nspills, r->ncorrect, r->nwrong,
-            r->ncrashed, r->nskipped);
+               "\"compile_cached\":%d,\"spills\":%d,\"spills_rejected\":%d,\"spills_allowed\":%s,\"correct\":%d,"
+               "\"wrong\":%d,\"crashed\":%d,\"timeout\":%d,\"skipped\":%d}",
+            r->ncand, r->npruned, r->ncompiled, r->ncompile_failed, r->ncompile_cached, r->nspills,
+            r->nspills_rejected, r->spills_allowed ? "true" : "false", r->ncorrect, r->nwrong, r->ncrashed,
+            r->ntimeout, r->nskipped);
+    fputs(",\"search\":{\"strategy\":", f);
+    jstr(f, r->search);
+    fputs(",\"from\":", f);
+    jstr(f, r->search_from);
+    fputs(",\"effort\":", f);
+    jstr(f, r->effort);
+    fprintf(f, ",\"budget\":%d,\"full_reps\":%d,\"final_reps\":%d,\"measured\":%d,\"not_measured\":%d,"
+               "\"cost_reps\":%lld,\"warm_seeds\":%d,\"warm_shapes\":%d,\"finalists\":%d}",
+            r->budget, r->full_reps, r->final_reps, r->nmeasured, r->nnot_measured, r->cost_reps, r->nwarm,
+            r->nwarm_shapes, r->nfinal);
     fprintf(f, ",\"timing\":{\"copies\":%d,\"working_set_mib\":%.1f,\"launches\":%d,\"reps\":%d,"
-               "\"bytes\":%.0f,\"compile_s\":%.3f,\"verify_s\":%.3f,\"time_s\":%.3f,\"total_s\":%.3f}",
+               "\"bytes\":%.0f,\"compile_s\":%.3f,\"verify_s\":%.3f,\"time_s\":%.3f,\"other_s\":%.3f,"
+               "\"total_s\":%.3f}",
             r->copies, r->working_set_mib, r->launches, r->reps, r->bytes, r->t_compile, r->t_verify,
-            r->t_time, r->t_total);
+            r->t_time, other_s(r), r->t_total);
     fprintf(f, ",\"baseline\":{\"name\":");
     jstr(f, base_desc(r, 0)->json_name);
     fprintf(f, ",\"us\":%.4f,\"us_min\":%.4f,\"us_max\":%.4f,\"stream_us\":%.4f}", r->base_us, r->base_min,

@@ -59,6 +59,7 @@ struct at_spec {
     char op[OP_LEN];
     char sha[65]; /* sha256 of the source text: part of the cache key */
     char search_strategy[16]; /* the timing phase's default strategy; "" when unset */
+    int allow_spills;         /* allow_spills = true: candidates that spill are still timed */
     int nstrategies;
     spec_strategy *strategies;
     at_sandbox_fn bytes;
@@ -329,7 +330,7 @@ static void load_strategy(body *b, int s, int si)
 /* Validates the table the chunk returned (argument 2) into the spec. */
 static int load_body(lua_State *L)
 {
-    static const char *const known[] = {"op", "strategies", "bytes", "search_strategy", NULL};
+    static const char *const known[] = {"op", "strategies", "bytes", "search_strategy", "allow_spills", NULL};
     body *b = lua_touserdata(L, 1);
     at_spec *sp = b->sp;
     const char *str;
@@ -354,6 +355,12 @@ static int load_body(lua_State *L)
                       at_sandbox_describe(L, -1));
         strcpy(sp->search_strategy, str);
     }
+    lua_pop(L, 1);
+    /* allow_spills = true: candidates whose registers spill are still timed */
+    int t = at_sandbox_rawfield(L, 2, "allow_spills");
+    if (t != LUA_TNIL && t != LUA_TBOOLEAN)
+        body_fail(b, "allow_spills must be true or false (got %s)", at_sandbox_describe(L, -1));
+    sp->allow_spills = lua_toboolean(L, -1);
     lua_pop(L, 1);
     if (at_sandbox_rawfield(L, 2, "strategies") != LUA_TTABLE || !at_sandbox_is_list(L, -1))
         body_fail(b, "strategies must be a list of tables");
@@ -483,6 +490,11 @@ const char *at_spec_op(const at_spec *spec)
 const char *at_spec_search_strategy(const at_spec *spec)
 {
     return spec && spec->search_strategy[0] ? spec->search_strategy : NULL;
+}
+
+int at_spec_allow_spills(const at_spec *spec)
+{
+    return spec ? spec->allow_spills : 0;
 }
 
 int at_spec_nstrategies(const at_spec *spec)

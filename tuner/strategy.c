@@ -1,6 +1,7 @@
 /*
 ** strategy.c — which candidates the timing phase measures, and how long
-** (exhaustive, random, annealing, successive halving), and the effort table.
+** (exhaustive, random, annealing, successive halving), the effort table,
+** the choice between them, and warm-start matching.
 ** Invariant: every measurement goes through measure_one(), which counts its
 ** cost and keeps each candidate's most precise time; failures rank last.
 */
@@ -86,6 +87,134 @@ int at_strategy_effort(at_effort effort, int n, int reps, at_strategy_opts *out)
     out->eta = e->eta;
     out->reps_min = e->reps_min;
     out->finalists = e->finalists;
+    return AT_OK;
+}
+
+int at_strategy_choose(const char *strategy, const char *effort, const char *spec_strategy, int budget,
+                       int n, int reps, at_strategy_opts *out, const char **from)
+{
+    at_effort e = AT_EFFORT_NORMAL;
+    at_strategy_kind k;
+    const char *src = "default";
+    int rc;
+    if (effort && (rc = at_strategy_effort_parse(effort, &e)) != AT_OK)
+        return rc;
+    if ((rc = at_strategy_effort(e, n, reps, out)) != AT_OK)
+        return rc;
+    if (strategy) {
+        if ((rc = at_strategy_parse(strategy, &k)) != AT_OK)
+            return rc;
+        out->kind = k;
+        src = "--strategy";
+    } else if (effort) {
+        src = "--effort"; /* the effort's own kind, set above */
+    } else if (spec_strategy) {
+        if ((rc = at_strategy_parse(spec_strategy, &k)) != AT_OK)
+            return rc;
+        out->kind = k;
+        src = "spec";
+    }
+    if (budget > 0)
+        out->budget = budget;
+    if (from)
+        *from = src;
+    return AT_OK;
+}
+
+int at_strategy_estimate_calls(const at_strategy_opts *o, int n)
+{
+    int b = o->budget <= 0 || o->budget > n ? n : o->budget;
+    if (b < o->nwarm)
+        b = o->nwarm < n ? o->nwarm : n;
+    if (o->kind != AT_STRATEGY_HALVING)
+        return o->kind == AT_STRATEGY_EXHAUSTIVE ? n : b;
+    /* the rungs of run_halving, with its defaults */
+    int R = o->reps, eta = o->eta ? o->eta : DEFAULT_ETA, fin = o->finalists ? o->finalists : DEFAULT_FINALISTS;
+    int rmin = o->reps_min ? o->reps_min : DEFAULT_REPS_MIN;
+    int r = rmin < R ? rmin : R, m = b, calls = 0;
+    if (eta < 2)
+        eta = 2;
+    if (m <= fin)
+        r = R;
+    while (m > 0) {
+        calls += m;
+        if (r >= R)
+            break;
+        m = m / eta + (m % eta != 0);
+        int64_t next = (int64_t)r * eta;
+        r = (m <= fin || next >= R) ? R : (int)next;
+    }
+    return calls;
+}
+
+/* |ln(a/b)| summed over the dimensions of the rank. */
+static double shape_distance(const at_shape *a, const at_shape *b)
+{
+    double d = fabs(log((double)a->M / (double)b->M)) + fabs(log((double)a->K / (double)b->K));
+    if (a->rank == 3)
+        d += fabs(log((double)a->N / (double)b->N));
+    return d;
+}
+
+typedef struct ref_at { /* a parsed ref, for sorting by distance */
+    int i;
+    double d;
+    const char *shape;
+} ref_at;
+
+/* Nearer first; one shape's refs together (newest first, as stored). */
+static int cmp_ref_at(const void *a, const void *b)
+{
+    const ref_at *x = a, *y = b;
+    int c;
+    if (x->d != y->d)
+        return x->d < y->d ? -1 : 1;
+    if ((c = strcmp(x->shape, y->shape)) != 0)
+        return c;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+int at_strategy_warm_seeds(const at_winner_ref *refs, int nrefs, const at_shape *shape, int nearest,
+                           const char *const *names, const char *const *params, int n, int *seeds,
+                           int *nseeds, int *nshapes)
+{
+    ref_at *ra = malloc((size_t)(nrefs > 0 ? nrefs : 1) * sizeof *ra);
+    char *taken = calloc((size_t)(n > 0 ? n : 1), 1);
+    int m = 0, shapes = 0;
+    *nseeds = 0;
+    if (nshapes)
+        *nshapes = 0;
+    if (!ra || !taken) {
+        free(ra);
+        free(taken);
+        return at_fail(AT_ERR_NOMEM, "strategy: out of memory for warm start");
+    }
+    for (int i = 0; i < nrefs; i++) {
+        at_shape s;
+        if (at_shape_parse(refs[i].shape, shape->rank, &s) == AT_OK)
+            ra[m++] = (ref_at){i, shape_distance(&s, shape), refs[i].shape};
+    }
+    qsort(ra, (size_t)m, sizeof *ra, cmp_ref_at);
+    /* shape by shape, nearest first; a shape whose winner is no candidate
+    ** here (the baseline won, or another space) does not count */
+    for (int k = 0; k < m && shapes < nearest;) {
+        int found = 0, j = k;
+        for (; j < m && strcmp(ra[j].shape, ra[k].shape) == 0; j++) {
+            const at_winner_ref *w = &refs[ra[j].i];
+            for (int c = 0; c < n; c++)
+                if (!taken[c] && strcmp(names[c], w->strategy) == 0 && strcmp(params[c], w->params) == 0) {
+                    taken[c] = 1;
+                    seeds[(*nseeds)++] = c;
+                    found = 1;
+                }
+        }
+        shapes += found;
+        k = j;
+    }
+    if (nshapes)
+        *nshapes = shapes;
+    free(ra);
+    free(taken);
     return AT_OK;
 }
 

@@ -1,7 +1,9 @@
 /*
 ** strategy.h — search strategies for the timing phase (exhaustive, random,
-** annealing, successive halving) and FFTW-style effort levels; internal to
-** the tuner. Pure CPU: every measurement goes through the caller's callback.
+** annealing, successive halving), FFTW-style effort levels, which of them a
+** run uses (at_strategy_choose) and the warm-start seeds; internal to the
+** tuner (search.c's timing phase). Pure CPU: every measurement goes through
+** the caller's callback.
 ** Invariant: no candidate is measured twice at one precision; only a finite
 ** time wins.
 */
@@ -99,6 +101,39 @@ const char *at_strategy_effort_name(at_effort e);
 ** set. --strategy and --budget then override kind and budget. AT_ERR_USAGE
 ** for an effort outside the enum, n < 0 or reps < 1. */
 int at_strategy_effort(at_effort effort, int n, int reps, at_strategy_opts *out);
+
+/* The timing phase's settings for n candidates and the caller's reps R.
+** The kind comes from, in this order: `strategy` (--strategy), else the
+** effort's strategy when `effort` (--effort) is given, else `spec_strategy`
+** (the spec's search_strategy), else the normal effort's (halving). Every
+** other setting (budget, eta, reps_min, final reps, finalists) is the
+** effort's row (normal when `effort` is NULL); budget > 0 (--budget)
+** replaces the budget. *from, if not NULL, gets the kind's source:
+** "--strategy", "--effort", "spec" or "default". warm and rng_seed are
+** zeroed. AT_ERR_USAGE for an unknown word, n < 0 or reps < 1. */
+int at_strategy_choose(const char *strategy, const char *effort, const char *spec_strategy, int budget,
+                       int n, int reps, at_strategy_opts *out, const char **from);
+
+/* How many measure calls at_strategy_run makes with o over n candidates
+** (for a progress display): exact for exhaustive, random and anneal, and
+** for halving when no candidate fails and there are no warm-start seeds
+** (failures make it smaller; seeds kept past rung 0 a little larger). */
+int at_strategy_estimate_calls(const at_strategy_opts *o, int n);
+
+/* Warm start: the candidates whose (strategy name, params string) equals
+** a winner stored for one of the `nearest` shapes nearest to `shape` among
+** refs[0..nrefs). Distance = sum over the dimensions of |ln(a/b)|, so
+** 1x2048x4096 is as near 1x2048x2048 as 1x2048x1024 is; the same shape
+** counts, at distance 0; refs whose shape does not parse at shape->rank
+** are skipped, and a shape none of whose winners is a candidate here (the
+** baseline won there) does not count towards `nearest`. names[i] and
+** params[i] are candidate i's; the seeds go to seeds[0..*nseeds) (room for
+** n), nearest shape first, each once; *nshapes (may be NULL) gets how many
+** shapes contributed.
+** AT_ERR_NOMEM or AT_OK. */
+int at_strategy_warm_seeds(const at_winner_ref *refs, int nrefs, const at_shape *shape, int nearest,
+                           const char *const *names, const char *const *params, int n, int *seeds,
+                           int *nseeds, int *nshapes);
 
 /* Runs the strategy o->kind over cands[0..n) (the live candidates; each
 ** has its params in spec order, and candidates of one spec strategy share
