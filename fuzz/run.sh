@@ -13,7 +13,7 @@ if ! [[ "$secs" =~ ^[1-9][0-9]*$ ]]; then
 fi
 
 out=build-fuzz
-harnesses=(shape spec)
+harnesses=(shape spec table cache)
 inc=(-Ituner -I/usr/include/lua5.4 -I/usr/local/cuda/include)
 # A 2 s wall-clock backstop in the sandbox (20 s in the tool): inputs that
 # run to it cost the fuzzer little and stay well under -timeout.
@@ -21,12 +21,15 @@ cflags=(-std=c11 -g -O1 -fno-omit-frame-pointer -D_GNU_SOURCE -Wall -Wextra -DAT
 declare -A srcs=(
   [shape]="tuner/shape.c tuner/dtype.c tuner/error.c"
   [spec]="tuner/spec.c tuner/sandbox.c tuner/sha256.c tuner/error.c"
+  [table]="tuner/json.c tuner/table.c tuner/cache_table.c tuner/cache.c tuner/shape.c tuner/dtype.c tuner/sha256.c tuner/error.c"
+  [cache]="tuner/json.c tuner/table.c tuner/cache_table.c tuner/cache.c tuner/shape.c tuner/dtype.c tuner/sha256.c tuner/error.c"
 )
-declare -A libs=([shape]="" [spec]="-llua5.4 -lm")
+declare -A libs=([shape]="" [spec]="-llua5.4 -lm" [table]="-lsqlite3 -lm" [cache]="-lsqlite3 -lm")
 # libFuzzer flags; a spec input may legitimately run 50M Lua instructions per call
 fuzz_flags=(-timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
 # spec inputs range from microseconds to seconds (instruction limit): favour fast ones
-declare -A extra=([shape]="" [spec]="-dict=fuzz/spec.dict -entropic_scale_per_exec_time=1")
+declare -A extra=([shape]="" [spec]="-dict=fuzz/spec.dict -entropic_scale_per_exec_time=1"
+  [table]="-dict=fuzz/table.dict" [cache]="")
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 t0=$(date +%s)

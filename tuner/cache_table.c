@@ -10,6 +10,7 @@
 #include "table.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -36,7 +37,14 @@ static int query_int(sqlite3 *db, const char *sql, int *out)
 }
 
 /* Read-only: no create, no WAL switch, no schema; refuses what is not ours
-** the way at_cache_open does (AT_ERR_CACHE naming the path). */
+** the way at_cache_open does (AT_ERR_CACHE naming the path). Opened
+** read-write with PRAGMA query_only rather than SQLITE_OPEN_READONLY: a
+** read-only connection to a WAL file creates its -wal and -shm but may not
+** remove them at close, so show/export/merge left two files beside every
+** cache they read (refused ones too). As the last connection this one
+** removes them; the file itself is written only to checkpoint a WAL that
+** another connection left behind. A write-protected file still opens
+** (SQLite falls back to read-only). */
 int at_cache_open_readonly(const char *path, at_cache **out)
 {
     struct stat sb;
@@ -55,14 +63,16 @@ int at_cache_open_readonly(const char *path, at_cache **out)
         free(c);
         return at_fail(AT_ERR_NOMEM, "out of memory");
     }
-    rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READONLY, NULL);
+    rc = sqlite3_open_v2(path, &c->db, SQLITE_OPEN_READWRITE, NULL);
     if (rc != SQLITE_OK) {
         st = sql_fail(path, c->db, rc, "cannot open read-only");
         goto done;
     }
     sqlite3_extended_result_codes(c->db, 0);
     sqlite3_busy_timeout(c->db, 10000);
-    rc = query_int(c->db, "PRAGMA user_version", &v);
+    rc = sqlite3_exec(c->db, "PRAGMA query_only = 1", NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = query_int(c->db, "PRAGMA user_version", &v);
     if (rc == SQLITE_OK)
         rc = query_int(c->db,
                        "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
@@ -136,6 +146,47 @@ static int col_int(sqlite3_stmt *s, int i)
     return (int)sqlite3_column_int64(s, i);
 }
 
+/* 1 when s is valid UTF-8 (no overlong forms, surrogates or code points
+** above U+10FFFF): text the JSON writer writes as it is, so an export reads
+** back as the same bytes. (json.c has the same check for its reader; atk
+** compiles json.c under private names, so it stays static there.) */
+static int utf8_valid(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned char c = *p, lo = 0x80, hi = 0xBF;
+        size_t n = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
+                                                             : c >= 0xF0 && c <= 0xF4 ? 4
+                                                                                      : 0;
+        if (!n)
+            return 0;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F;
+        else if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+        if (n > 1 && (p[1] < lo || p[1] > hi))
+            return 0;
+        for (size_t i = 2; i < n; i++)
+            if (p[i] < 0x80 || p[i] > 0xBF)
+                return 0;
+        p += n;
+    }
+    return 1;
+}
+
+/* Column i holds an integer in lo..hi (a damaged or hand-edited cache may
+** hold anything: 10 * cc_major + cc_minor must not overflow, and an export
+** must read back through at_table_read_json's ranges). */
+static int in_range(sqlite3_stmt *s, int i, long long lo, long long hi)
+{
+    long long v = sqlite3_column_int64(s, i);
+    return sqlite3_column_type(s, i) == SQLITE_INTEGER && v >= lo && v <= hi;
+}
+
 /* One winners row into e (key device fields from d). */
 static int read_entry(at_cache *c, sqlite3_stmt *s, const at_device_info *d, at_table_entry *e)
 {
@@ -153,6 +204,30 @@ static int read_entry(at_cache *c, sqlite3_stmt *s, const at_device_info *d, at_
     if (at_dtype_parse(dtype, &k->dtype) != AT_OK)
         return at_fail(AT_ERR_CACHE, "%s: winner %s %s has unknown dtype '%s'", c->path, k->op, k->shape,
                        dtype);
+    int ranges_ok = in_range(s, 3, 0, INT_MAX) && in_range(s, 4, 0, INT_MAX);
+    for (int i = 20; i <= 26; i++)
+        ranges_ok &= in_range(s, i, 0, UINT_MAX);
+    if (!ranges_ok)
+        return at_fail(AT_ERR_CACHE, "%s: winner %s %s %s is damaged (a version, grid, block or smem out of range)",
+                       c->path, k->op, dtype, k->shape);
+    /* what the JSON reader demands, so that an export always imports again */
+    const char *text[] = {k->op,      k->shape,  k->space_sha,        k->options, k->tuner_version,
+                          w->strategy, w->kernel, w->template_name, w->params};
+    int text_ok = 1;
+    for (size_t i = 0; i < sizeof text / sizeof text[0]; i++)
+        text_ok &= utf8_valid(text[i]);
+    at_shape shape;
+    char canon[64];
+    if (text_ok && at_shape_parse(k->shape, 3, &shape) != AT_OK && at_shape_parse(k->shape, 2, &shape) != AT_OK)
+        text_ok = 0;
+    else if (text_ok)
+        at_shape_format(&shape, canon, sizeof canon);
+    if (!text_ok || !k->op[0] || !w->strategy[0] || strcmp(canon, k->shape) != 0 ||
+        strspn(k->space_sha, "0123456789abcdef") != 64 || k->space_sha[64])
+        return at_fail(AT_ERR_CACHE,
+                       "%s: winner %s %s on %s is damaged (an empty op or strategy, a shape, space_sha or text "
+                       "autotune does not write)",
+                       c->path, dtype, k->shape, d->name);
     snprintf(k->device, sizeof k->device, "%s", d->name);
     k->cc = 10 * d->cc_major + d->cc_minor;
     k->sms = d->sms;
@@ -188,6 +263,15 @@ static int read_entry(at_cache *c, sqlite3_stmt *s, const at_device_info *d, at_
 static int read_device_row(at_cache *c, sqlite3_stmt *s, at_device_info *d)
 {
     int st = COL_TEXT(c, s, 0, d->name);
+    if (st == AT_OK && (!d->name[0] || !utf8_valid(d->name) || !in_range(s, 1, 1, 99) || !in_range(s, 2, 0, 9) ||
+                        !in_range(s, 3, 0, 1000000) || !in_range(s, 4, 0, LLONG_MAX) ||
+                        !in_range(s, 5, 0, LLONG_MAX) || !in_range(s, 6, 0, INT_MAX) ||
+                        !in_range(s, 7, 0, 1000) || !in_range(s, 8, 0, 1000)))
+        return at_fail(AT_ERR_CACHE,
+                       "%s: device '%s' is damaged (compute capability %lld.%lld, %lld SMs, or a size or "
+                       "version out of range)",
+                       c->path, d->name, (long long)sqlite3_column_int64(s, 1),
+                       (long long)sqlite3_column_int64(s, 2), (long long)sqlite3_column_int64(s, 3));
     d->cc_major = col_int(s, 1);
     d->cc_minor = col_int(s, 2);
     d->sms = col_int(s, 3);
@@ -224,6 +308,11 @@ static int read_entries(at_cache *c, sqlite3_stmt *s, at_table_device *td)
         memset(e, 0, sizeof *e);
         if ((st = read_entry(c, s, d, e)) != AT_OK)
             return st;
+        /* rows sorted by the key's fields: two rows of one key are neighbours
+        ** (their stored key_sha differs; the recomputed one does not) */
+        if (td->nentries > 1 && !strcmp(e[-1].key_sha, e->key_sha))
+            return at_fail(AT_ERR_CACHE, "%s: two winners for %s %s %s on %s (damaged)", c->path, e->key.op,
+                           at_dtype_name(e->key.dtype), e->key.shape, d->name);
     }
     return rc == SQLITE_DONE ? AT_OK : sql_fail(c->path, c->db, rc, "read winners");
 }
@@ -325,6 +414,25 @@ static int faster(double incoming, double local)
     return isnan(local) || incoming < local;
 }
 
+/* One line of output: the text after formatting made printable (names,
+** params and ops come from files: tab, CR and LF become a space, other
+** control bytes '?', so a name cannot add lines or move the cursor). */
+static void put_line(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put_line(FILE *f, const char *fmt, ...)
+{
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    for (unsigned char *p = (unsigned char *)line; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            *p = (*p == '\t' || *p == '\n' || *p == '\r') ? ' ' : '?';
+    fputs(line, f);
+    fputc('\n', f);
+}
+
 /* "warp_row TP_VEC=8" / "cublas" */
 static void describe(const at_winner *w, char *buf, size_t len)
 {
@@ -358,8 +466,8 @@ static int apply_device(at_cache *c, const at_table_device *td, const char *sour
             nkept++;
             describe(&old, dold, sizeof dold);
             describe(&e->w, dnew, sizeof dnew);
-            fprintf(log,
-                    "%s %s %s on %s (sm_%d): kept the local entry (%s, %.4g us) over %s's (%s, %.4g us)\n",
+            put_line(log,
+                     "%s %s %s on %s (sm_%d): kept the local entry (%s, %.4g us) over %s's (%s, %.4g us)",
                     k->op, at_dtype_name(k->dtype), k->shape, td->info.name, cc, dold, old.us, source, dnew,
                     e->w.us);
         } else {
@@ -367,9 +475,9 @@ static int apply_device(at_cache *c, const at_table_device *td, const char *sour
                 nfaster++;
                 describe(&old, dold, sizeof dold);
                 describe(&e->w, dnew, sizeof dnew);
-                fprintf(log,
-                        "%s %s %s on %s (sm_%d): kept %s's entry (%s, %.4g us) over the local one (%s, %.4g "
-                        "us)\n",
+                put_line(log,
+                         "%s %s %s on %s (sm_%d): kept %s's entry (%s, %.4g us) over the local one (%s, %.4g "
+                         "us)",
                         k->op, at_dtype_name(k->dtype), k->shape, td->info.name, cc, source, dnew, e->w.us,
                         dold, old.us);
             } else {
@@ -381,9 +489,9 @@ static int apply_device(at_cache *c, const at_table_device *td, const char *sour
         if (st != AT_OK)
             return st;
     }
-    fprintf(log,
-            "imported %zu %s for %s (sm_%d) from %s: %zu new, %zu faster than the local one;"
-            " %zu local kept (faster), %zu already present\n",
+    put_line(log,
+             "imported %zu %s for %s (sm_%d) from %s: %zu new, %zu faster than the local one;"
+             " %zu local kept (faster), %zu already present",
             nnew + nfaster, nnew + nfaster == 1 ? "entry" : "entries", td->info.name, cc, source, nnew,
             nfaster, nkept, nsame);
     return AT_OK;
@@ -586,7 +694,7 @@ static void show_device(const at_table_device *td, FILE *f)
         snprintf(em, sizeof em, "%.2f us", d->empty_us);
     else
         snprintf(em, sizeof em, "not measured");
-    fprintf(f, "%s (sm_%d%d, %d SMs, driver %d, NVRTC %d.%d): read %s, copy %s, empty kernel %s\n", d->name,
+    put_line(f, "%s (sm_%d%d, %d SMs, driver %d, NVRTC %d.%d): read %s, copy %s, empty kernel %s", d->name,
             d->cc_major, d->cc_minor, d->sms, d->driver_version, d->nvrtc_major, d->nvrtc_minor, rd, cp, em);
     if (!td->nentries)
         fputs("  nothing tuned yet\n", f);
@@ -604,7 +712,7 @@ static void show_device(const at_table_device *td, FILE *f)
         if (k->driver_version != d->driver_version || strcmp(k->tuner_version, AT_TUNER_VERSION) != 0)
             snprintf(note, sizeof note, "  [keyed for driver %d, tuner %s]", k->driver_version,
                      k->tuner_version);
-        fprintf(f, "  %-*s -> %s%s%s%s  %.2f us, baseline %.2f us, %.2fx%s\n", width, label, w->strategy,
+        put_line(f, "  %-*s -> %s%s%s%s  %.2f us, baseline %.2f us, %.2fx%s", width, label, w->strategy,
                 w->params[0] ? " (" : "", w->params, w->params[0] ? ")" : "", w->us, w->baseline_us,
                 w->speedup, note);
     }

@@ -31,6 +31,15 @@ static int fail_at(const reader *r, const char *at, const char *fmt, ...)
 #endif
     ;
 
+/* Text from a document (names, values) in a message: one printable line.
+** Tab, CR and LF become a space, other control bytes '?'. */
+static void one_line(char *s)
+{
+    for (unsigned char *p = (unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            *p = (*p == '\t' || *p == '\n' || *p == '\r') ? ' ' : '?';
+}
+
 /* "name:line:col: json: message" for the byte at `at` (on the current line). */
 static int fail_at(const reader *r, const char *at, const char *fmt, ...)
 {
@@ -39,6 +48,7 @@ static int fail_at(const reader *r, const char *at, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    one_line(msg); /* "duplicate key" quotes the document */
     return at_fail(AT_ERR_USAGE, "%s:%d:%ld: json: %s", r->name, r->line, (long)(at - r->line_start) + 1,
                    msg);
 }
@@ -307,13 +317,58 @@ static int grow(at_json *v, size_t *cap)
     return AT_OK;
 }
 
+/* Where a member name starts, for the duplicate-key message. */
+typedef struct key_pos {
+    int line, col;
+} key_pos;
+
+typedef struct key_ref {
+    const char *key;
+    size_t index;
+} key_ref;
+
+static int cmp_key_ref(const void *a, const void *b)
+{
+    const key_ref *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+/* Refuses a finished object whose names repeat, naming the first repeat in
+** document order. Sorting keeps this O(n log n) comparisons: a check against
+** every earlier name was quadratic (4096 long names: 20 s per document). */
+static int check_duplicates(const reader *r, const at_json *v, const key_pos *pos)
+{
+    key_ref *refs;
+    size_t dup = v->count;
+    if (v->count < 2)
+        return AT_OK;
+    if (!(refs = malloc(v->count * sizeof *refs)))
+        return nomem();
+    for (size_t i = 0; i < v->count; i++)
+        refs[i] = (key_ref){v->keys[i], i};
+    qsort(refs, v->count, sizeof *refs, cmp_key_ref);
+    for (size_t i = 1; i < v->count; i++)
+        if (!strcmp(refs[i].key, refs[i - 1].key) && refs[i].index < dup)
+            dup = refs[i].index; /* the second of its group: the group's first repeat */
+    free(refs);
+    if (dup == v->count)
+        return AT_OK;
+    char key[65];
+    snprintf(key, sizeof key, "%s", v->keys[dup]);
+    one_line(key);
+    return at_fail(AT_ERR_USAGE, "%s:%d:%d: json: duplicate key \"%s\"", r->name, pos[dup].line, pos[dup].col,
+                   key);
+}
+
 /* '[' or '{' at r->p: the container and its children. */
 static int parse_container(reader *r, at_json *v)
 {
     int object = *r->p == '{';
     char close = object ? '}' : ']';
-    size_t cap = 0;
-    int st;
+    size_t cap = 0, pos_cap = 0;
+    key_pos *pos = NULL; /* objects: where each name starts */
+    int st = AT_OK;
     v->type = object ? AT_JSON_OBJECT : AT_JSON_ARRAY;
     if (++r->depth > AT_JSON_MAX_DEPTH)
         return fail_at(r, r->p, "nesting deeper than %d levels", AT_JSON_MAX_DEPTH);
@@ -329,27 +384,34 @@ static int parse_container(reader *r, at_json *v)
         size_t keylen;
         skip_ws(r);
         if ((st = grow(v, &cap)) != AT_OK)
-            return st;
+            goto done;
         if (object) {
             const char *at = r->p;
-            if (r->p >= r->end || *r->p != '"')
-                return fail_at(r, at, "expected a member name in double quotes");
-            if ((st = read_string(r, &key, &keylen)) != AT_OK)
-                return st;
-            for (size_t i = 0; i < v->count; i++)
-                if (strcmp(v->keys[i], key) == 0) {
-                    st = fail_at(r, at, "duplicate key \"%.64s\"", key);
-                    free(key);
-                    return st;
-                }
-            if (v->count >= AT_JSON_MAX_MEMBERS) {
-                free(key);
-                return fail_at(r, at, "object with more than %d members", AT_JSON_MAX_MEMBERS);
+            if (r->p >= r->end || *r->p != '"') {
+                st = fail_at(r, at, "expected a member name in double quotes");
+                goto done;
             }
+            if (v->count >= AT_JSON_MAX_MEMBERS) {
+                st = fail_at(r, at, "object with more than %d members", AT_JSON_MAX_MEMBERS);
+                goto done;
+            }
+            if (pos_cap < cap) {
+                key_pos *np = realloc(pos, cap * sizeof *np);
+                if (!np) {
+                    st = nomem();
+                    goto done;
+                }
+                pos = np;
+                pos_cap = cap;
+            }
+            pos[v->count] = (key_pos){r->line, (int)(at - r->line_start) + 1};
+            if ((st = read_string(r, &key, &keylen)) != AT_OK)
+                goto done;
             skip_ws(r);
             if (r->p >= r->end || *r->p != ':') {
                 free(key);
-                return fail_at(r, r->p, "expected ':' after a member name");
+                st = fail_at(r, r->p, "expected ':' after a member name");
+                goto done;
             }
             r->p++;
             v->keys[v->count] = key;
@@ -357,23 +419,31 @@ static int parse_container(reader *r, at_json *v)
         memset(&v->items[v->count], 0, sizeof v->items[0]);
         v->count++; /* owned from here, so an error below frees it */
         if ((st = parse_value(r, &v->items[v->count - 1])) != AT_OK)
-            return st;
+            goto done;
         skip_ws(r);
         if (r->p < r->end && *r->p == ',') {
             r->p++;
             skip_ws(r);
-            if (r->p < r->end && *r->p == close)
-                return fail_at(r, r->p, "trailing comma before '%c'", close);
+            if (r->p < r->end && *r->p == close) {
+                st = fail_at(r, r->p, "trailing comma before '%c'", close);
+                goto done;
+            }
             continue;
         }
         if (r->p < r->end && *r->p == close) {
             r->p++;
             r->depth--;
-            return AT_OK;
+            if (object)
+                st = check_duplicates(r, v, pos);
+            goto done;
         }
-        return r->p >= r->end ? fail_at(r, r->p, "unexpected end of input (missing '%c')", close)
-                              : fail_at(r, r->p, "expected ',' or '%c'", close);
+        st = r->p >= r->end ? fail_at(r, r->p, "unexpected end of input (missing '%c')", close)
+                            : fail_at(r, r->p, "expected ',' or '%c'", close);
+        goto done;
     }
+done:
+    free(pos);
+    return st;
 }
 
 static int parse_value(reader *r, at_json *v)
@@ -601,13 +671,15 @@ int at_json_base64_decode(const char *s, size_t len, unsigned char **out, size_t
 
 int at_json_fail(const at_json_path *p, const char *field, const char *fmt, ...)
 {
-    char msg[256];
+    char msg[256], line[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return at_fail(AT_ERR_USAGE, "%s: %s%s%s: %s", p->file, p->where, p->where[0] && field ? "." : "",
-                   field ? field : "", msg);
+    snprintf(line, sizeof line, "%s: %s%s%s: %s", p->file, p->where, p->where[0] && field ? "." : "",
+             field ? field : "", msg);
+    one_line(line); /* field names and values come from the file */
+    return at_fail(AT_ERR_USAGE, "%s", line);
 }
 
 int at_json_check_fields(const at_json_path *p, const at_json *obj, const char *const *fields)

@@ -452,15 +452,26 @@ static int sb_open(lua_State *L)
 
 /* -------------------------------------------------------------- errors */
 
+void at_sandbox_one_line(char *s)
+{
+    for (unsigned char *p = (unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            *p = (*p == '\t' || *p == '\n' || *p == '\r') ? ' ' : '?';
+}
+
 int at_sandbox_fail(at_sandbox *sb, int status, const char *msg)
 {
+    char line[1024];
     size_t n = strlen(sb->name);
     lua_settop(sb->L, 0);
     /* errors without a position, code from load() and paths that Lua
     ** shortened do not start with the name */
     if (strncmp(msg, sb->name, n) == 0 && msg[n] == ':')
-        return at_fail(status, "%s", msg);
-    return at_fail(status, "%s: %s", sb->name, msg);
+        snprintf(line, sizeof line, "%s", msg);
+    else
+        snprintf(line, sizeof line, "%s: %s", sb->name, msg);
+    at_sandbox_one_line(line); /* error("a\nb") is still one line of text */
+    return at_fail(status, "%s", line);
 }
 
 /* Runs unprotected: it creates no Lua object (allocation could not fail

@@ -64,6 +64,11 @@ int at_sandbox_failure(at_sandbox *sb, int status, const char *context);
 ** that C found while Lua was running. */
 int at_sandbox_fail(at_sandbox *sb, int status, const char *msg);
 
+/* Makes s one line of printable text in place: tab, CR and LF become a
+** space, every other control byte (ESC ...) '?'. Spec text reaches the
+** terminal and the cache this way (errors, prune reasons), never raw. */
+void at_sandbox_one_line(char *s);
+
 /* ---- for C running inside at_sandbox_pcall: these may raise Lua errors */
 
 /* Pops the value on top into fn: a function is referenced (until the state

@@ -8,11 +8,13 @@
 #include "sandbox.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -427,9 +429,17 @@ int at_spec_load(const char *path, at_spec **out)
         return at_fail(AT_ERR_USAGE, "spec: NULL argument to at_spec_load");
     int rc;
     char *buf = NULL, *name = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return at_fail(AT_ERR_IO, "cannot read spec %s: %s", path, strerror(errno));
+    /* O_NONBLOCK: opening a FIFO that no process writes would otherwise wait
+    ** forever; cleared again so a pipe that has a writer (--spec <(gen)) is
+    ** read to its end, and one without reads as empty. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    FILE *f = fd >= 0 && fcntl(fd, F_SETFL, 0) == 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        rc = at_fail(AT_ERR_IO, "cannot read spec %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return rc;
+    }
     if (!(buf = malloc(MAX_FILE + 1)) || !(name = malloc(strlen(path) + 2))) {
         rc = at_fail(AT_ERR_NOMEM, "spec: out of memory");
         goto done;
@@ -612,6 +622,7 @@ static void eval_candidate(body *b, const spec_strategy *st, at_candidate *k)
         if (t == LUA_TSTRING) /* %.*s: "%s" would measure a long reason whole */
             snprintf(k->prune_reason, sizeof k->prune_reason, "%.*s", (int)sizeof k->prune_reason - 1,
                      lua_tostring(L, -1));
+        at_sandbox_one_line(k->prune_reason); /* printed in the table, stored in the cache */
         lua_settop(L, base);
         return;
     }

@@ -16,7 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define AT_C_MAX_SOURCES 64
 
@@ -715,6 +717,43 @@ static int read_device(at_json_path *d, const at_json *obj, at_table_device *td)
     return st;
 }
 
+static int cmp_device(const void *a, const void *b)
+{
+    const at_table_device *x = *(const at_table_device *const *)a, *y = *(const at_table_device *const *)b;
+    int c = strcmp(x->info.name, y->info.name);
+    if (!c)
+        c = x->info.cc_major != y->info.cc_major ? x->info.cc_major - y->info.cc_major
+            : x->info.cc_minor != y->info.cc_minor ? x->info.cc_minor - y->info.cc_minor
+                                                   : (x->info.sms > y->info.sms) - (x->info.sms < y->info.sms);
+    return c ? c : (x > y) - (x < y); /* then document order */
+}
+
+/* One GPU per table: sorted, so 70,000 devices are not 2.5e9 comparisons. */
+static int check_same_gpu(at_json_path *d, const at_table *t)
+{
+    const at_table_device **by = malloc((t->ndevices ? t->ndevices : 1) * sizeof *by);
+    size_t first = t->ndevices, twin = 0;
+    if (!by)
+        return at_fail(AT_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < t->ndevices; i++)
+        by[i] = &t->devices[i];
+    qsort(by, t->ndevices, sizeof *by, cmp_device);
+    for (size_t i = 1; i < t->ndevices; i++) {
+        const at_device_info *a = &by[i - 1]->info, *b = &by[i]->info;
+        size_t later = (size_t)(by[i] - t->devices);
+        if (!strcmp(a->name, b->name) && a->cc_major == b->cc_major && a->cc_minor == b->cc_minor &&
+            a->sms == b->sms && later < first) {
+            first = later;
+            twin = (size_t)(by[i - 1] - t->devices);
+        }
+    }
+    free(by);
+    if (first == t->ndevices)
+        return AT_OK;
+    snprintf(d->where, sizeof d->where, "devices[%zu]", first);
+    return at_json_fail(d, NULL, "the same GPU as devices[%zu]", twin);
+}
+
 static int read_table_doc(const char *file, const at_json *root, at_table *t)
 {
     static const char *const fields[] = {"format", "version", "devices", NULL};
@@ -746,14 +785,8 @@ static int read_table_doc(const char *file, const at_json *root, at_table *t)
         t->ndevices = i + 1;
         if ((st = read_device(&d, &devs->items[i], &t->devices[i])) != AT_OK)
             return st;
-        for (size_t j = 0; j < i; j++) {
-            const at_device_info *a = &t->devices[j].info, *b = &t->devices[i].info;
-            if (!strcmp(a->name, b->name) && a->cc_major == b->cc_major && a->cc_minor == b->cc_minor &&
-                a->sms == b->sms)
-                return at_json_fail(&d, NULL, "the same GPU as devices[%zu]", j);
-        }
     }
-    return AT_OK;
+    return check_same_gpu(&d, t);
 }
 
 int at_table_read_json(const char *path, at_table *out)
@@ -764,8 +797,12 @@ int at_table_read_json(const char *path, at_table *out)
     at_json *root = NULL;
     int st = AT_OK;
     memset(out, 0, sizeof *out);
-    if (!(f = fopen(path, "rb")) || fstat(fileno(f), &sb) != 0) {
+    /* O_NONBLOCK: a FIFO is refused below instead of waiting for a writer */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 || !(f = fdopen(fd, "rb")) || fstat(fd, &sb) != 0) {
         st = at_fail(AT_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+        if (fd >= 0 && !f)
+            close(fd);
         goto done;
     }
     if (!S_ISREG(sb.st_mode) || sb.st_size > AT_TABLE_MAX_BYTES) {
@@ -888,7 +925,14 @@ int at_table_main(int argc, char **argv)
         else
             st = at_table_show(o.db, o.device, stdout);
     }
-    if (st != AT_OK)
-        fprintf(stderr, "autotune: %s\n", at_errmsg());
+    if (st != AT_OK) {
+        /* one line of printable text: names and fields come from the files */
+        char line[1024];
+        snprintf(line, sizeof line, "%s", at_errmsg());
+        for (unsigned char *p = (unsigned char *)line; *p; p++)
+            if (*p < 0x20 || *p == 0x7f)
+                *p = (*p == '\t' || *p == '\n' || *p == '\r') ? ' ' : '?';
+        fprintf(stderr, "autotune: %s\n", line);
+    }
     return st;
 }
