@@ -481,6 +481,13 @@ static void cli_files(void)
     expectf(9, "templates", "%s --templates %s", dry, empty);
     expectf(9, "templates", "%s --templates %s", dry, dir); /* no common/ */
     expectf(9, "templates", "%s --templates %s", dry, fifo);
+    char tdir[160], hfifo[192];
+    tpath(tdir, sizeof tdir, "tplfifo");
+    snprintf(hfifo, sizeof hfifo, "%s/common", tdir);
+    CHECK(mkdir(tdir, 0755) == 0 && mkdir(hfifo, 0755) == 0);
+    snprintf(hfifo, sizeof hfifo, "%s/common/stuck.cuh", tdir);
+    CHECK(mkfifo(hfifo, 0644) == 0); /* a shared header nobody writes: no hang on open */
+    expectf(9, "not a regular file", "%s --templates %s", dry, tdir);
     char db[128];
     tpath(db, sizeof db, "never/tune.db"); /* must not be created */
     subf(9, "cannot read", "import %s/missing.json --db %s", tmpdir, db);

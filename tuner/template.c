@@ -7,9 +7,12 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define MAX_FILES 64
 
@@ -23,14 +26,23 @@ struct at_templates {
     char *source_text[MAX_FILES];
 };
 
+/* Reads a regular file of at most 16 MiB. O_NONBLOCK: opening a FIFO that
+** no process writes would otherwise wait forever; anything but a regular
+** file is refused. */
 static int read_file(const char *path, char **out)
 {
-    FILE *f = fopen(path, "rb");
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    FILE *f = NULL;
     char *buf = NULL;
     long n;
     *out = NULL;
-    if (!f)
+    if (fd < 0)
         return at_fail(AT_ERR_IO, "cannot read %s: %s", path, strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || fcntl(fd, F_SETFL, 0) != 0 || !(f = fdopen(fd, "rb"))) {
+        close(fd);
+        return at_fail(AT_ERR_IO, "cannot read %s: not a regular file of at most 16 MiB", path);
+    }
     if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0 ||
         n > (16L << 20)) {
         fclose(f);
