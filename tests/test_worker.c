@@ -356,6 +356,18 @@ static void timeout_rule(void)
     CHECK(at_worker_limit_s(-5.0, -1, -3, 0) >= AT_TIMEOUT_MIN_S);
 }
 
+/* Which CUDA errors end the context (the worker must die, the candidate in
+** flight is blamed) and which are one candidate's refused launch. */
+static void sticky_errors(void)
+{
+    CHECK(at_gpu_is_sticky(CUDA_ERROR_ILLEGAL_ADDRESS));
+    CHECK(at_gpu_is_sticky(CUDA_ERROR_LAUNCH_FAILED));
+    CHECK(at_gpu_is_sticky(CUDA_ERROR_LAUNCH_TIMEOUT)); /* cuda.h: the process must be relaunched */
+    CHECK(!at_gpu_is_sticky(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES));
+    CHECK(!at_gpu_is_sticky(CUDA_ERROR_INVALID_CLUSTER_SIZE));
+    CHECK(!at_gpu_is_sticky(CUDA_ERROR_INVALID_VALUE));
+}
+
 static void guard_verdicts(void)
 {
     at_guarded b = {.n = 100};
@@ -399,5 +411,6 @@ int main(void)
     TT_RUN(identity_from_a_child);
     TT_RUN(timeout_rule);
     TT_RUN(guard_verdicts);
+    TT_RUN(sticky_errors);
     return TT_DONE();
 }

@@ -90,6 +90,7 @@ int at_gpu_is_sticky(CUresult r)
     case CUDA_ERROR_INVALID_ADDRESS_SPACE:
     case CUDA_ERROR_HARDWARE_STACK_ERROR:
     case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_LAUNCH_TIMEOUT: /* cuda.h: the process must be relaunched */
     case CUDA_ERROR_ASSERT:
     case CUDA_ERROR_CONTEXT_IS_DESTROYED:
         return 1;
