@@ -291,6 +291,13 @@ static int measure_row(void *arg, int k, int reps, double *us)
     }
     if (++t->calls >= t->total) /* more calls than estimated: never a finished line early */
         t->total = t->calls + 1;
+    if (row->trial.state != AT_TRIAL_OK) {
+        /* it crashed in an earlier call of this search (its screening time
+        ** may still be in trial.us): not launched again, never a contender */
+        *us = INFINITY;
+        at_progress_update(r->pg, "time", t->calls, t->total, t->best);
+        return AT_OK;
+    }
     if (row->trial.us > 0 && row->reps >= reps) {
         /* timed at this precision by an earlier worker (the last one died
         ** on another candidate): its stored result stands */
