@@ -8,6 +8,7 @@
 #include "autotune.h"
 #include "tinytest.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -148,19 +149,28 @@ typedef struct {
     int warps, wpr, mt, nt, vec, unroll;
 } mma_cfg;
 
-/* The AT_MMA_G elements of a k-group at p (row elements [0, left) exist),
-** as the kernel's words: word i holds elements 2i (lo) and 2i+1 (hi). */
-static void kgroup(const float *row, int k, int left, int G, int vec, int ok, float out[8])
+/* The AT_MMA_G elements of a k-group at row + k, as at_kgroup_load_w/_x:
+** with guard (GUARD), a vector at or past `left` elements is not read;
+** without, every vector is. Word i holds elements 2i (lo) and 2i+1 (hi).
+** A read past the row's K elements (the kernel's GUARD=false path reading
+** into the next row or past the array) counts in *oob. */
+static void kgroup(const float *row, int k, int left, int guard, int K, int G, int vec, int ok, float out[8],
+                   int *oob)
 {
     for (int i = 0; i < G; i++)
         out[i] = 0.0f;
     for (int v = 0; v < G / vec; v++)
-        if (ok && v * vec < left)
-            for (int e = 0; e < vec; e++)
-                out[v * vec + e] = row[k + v * vec + e];
+        if (ok && (!guard || v * vec < left))
+            for (int e = 0; e < vec; e++) {
+                const int kk = k + v * vec + e;
+                if (kk < 0 || kk >= K)
+                    (*oob)++;
+                else
+                    out[v * vec + e] = row[kk];
+            }
 }
 
-static void emulate_mma(const mma_cfg *c, int M, int K, int N, const float *x, const float *W, float *y)
+static void emulate_mma(const mma_cfg *c, int M, int K, int N, const float *x, const float *W, float *y, int *oob)
 {
     const int G = c->vec == 8 ? 8 : 4, KSTEP = 4 * G, PER = G / 4;
     const int groups = c->warps / c->wpr, block_n = groups * 16 * c->mt;
@@ -168,6 +178,7 @@ static void emulate_mma(const mma_cfg *c, int M, int K, int N, const float *x, c
     const int nfull = K / KSTEP, nsteps = (K + KSTEP - 1) / KSTEP, nchunks = nfull / c->unroll;
     /* acc[warp][mt][nt] as one warp's D fragments */
     warp_mma *acc = calloc((size_t)(c->warps * c->mt * c->nt), sizeof *acc);
+    float *part = malloc(sizeof(float) * (size_t)(c->warps * c->mt * c->nt * 4 * 32 + 1));
     for (int bx = 0; bx < gx; bx++)
         for (int by = 0; by < gy; by++) {
             memset(acc, 0, (size_t)(c->warps * c->mt * c->nt) * sizeof *acc);
@@ -177,12 +188,17 @@ static void emulate_mma(const mma_cfg *c, int M, int K, int N, const float *x, c
                 if (row0 >= N)
                     continue;
                 /* every step this warp takes, in the kernel's order */
-                int steps[4096], ns = 0;
+                /* (main loop: at_kgroup_load_*<false>, leftover: <true>) */
+                int steps[4096], guarded[4096], ns = 0;
                 for (int ch = slice; ch < nchunks; ch += c->wpr)
-                    for (int u = 0; u < c->unroll; u++)
+                    for (int u = 0; u < c->unroll; u++) {
+                        guarded[ns] = 0;
                         steps[ns++] = ch * c->unroll + u;
-                for (int s = nchunks * c->unroll + slice; s < nsteps; s += c->wpr)
+                    }
+                for (int s = nchunks * c->unroll + slice; s < nsteps; s += c->wpr) {
+                    guarded[ns] = 1;
                     steps[ns++] = s;
+                }
                 for (int si = 0; si < ns; si++)
                     for (int m = 0; m < PER; m++)
                         for (int mt = 0; mt < c->mt; mt++)
@@ -195,11 +211,12 @@ static void emulate_mma(const mma_cfg *c, int M, int K, int N, const float *x, c
                                     long long rl = row0 + mt * 16 + g, rh = rl + 8;
                                     rl = rl < N ? rl : N - 1;
                                     rh = rh < N ? rh : N - 1;
-                                    kgroup(W + rl * K, k, left, G, c->vec, 1, lo);
-                                    kgroup(W + rh * K, k, left, G, c->vec, 1, hi);
+                                    const int gd = guarded[si];
+                                    kgroup(W + rl * K, k, left, gd, K, G, c->vec, 1, lo, oob);
+                                    kgroup(W + rh * K, k, left, gd, K, G, c->vec, 1, hi, oob);
                                     const int tok = by * 8 * c->nt + nt * 8 + g;
-                                    kgroup(x + (long long)(tok < M ? tok : 0) * K, k, left, G, c->vec,
-                                           tok < M, xg);
+                                    kgroup(x + (long long)(tok < M ? tok : 0) * K, k, left, gd, K, G, c->vec,
+                                           tok < M, xg, oob);
                                     /* at_mma_step: a0 = lo.w[2m], a1 = hi.w[2m], a2 = lo.w[2m+1],
                                     ** a3 = hi.w[2m+1], b0 = x.w[2m], b1 = x.w[2m+1] */
                                     for (int h = 0; h < 2; h++) {
@@ -214,7 +231,29 @@ static void emulate_mma(const mma_cfg *c, int M, int K, int N, const float *x, c
                                 mma_exec(wm);
                             }
             }
-            /* slice 0 of each group adds the others' accumulators, then stores */
+            /* slices 1.. write part[group][slice-1][(mt*TP_NT+nt)*4+i][lane] (dead
+            ** warps too), __syncthreads, slice 0 adds them in slice order, then
+            ** stores: the kernel's indices into an array of its declared size (an
+            ** index outside it counts in *oob, an unwritten slot is a NaN) */
+            const int nacc = c->mt * c->nt * 4, npart = groups * (c->wpr - 1) * nacc * 32;
+            for (int i = 0; i < npart; i++)
+                part[i] = NAN;
+            for (int warp = 0; warp < c->warps; warp++) {
+                const int group = warp / c->wpr, slice = warp % c->wpr;
+                if (slice == 0)
+                    continue;
+                for (int mt = 0; mt < c->mt; mt++)
+                    for (int nt = 0; nt < c->nt; nt++)
+                        for (int i = 0; i < 4; i++)
+                            for (int lane = 0; lane < 32; lane++) {
+                                const int at =
+                                    ((group * (c->wpr - 1) + slice - 1) * nacc + (mt * c->nt + nt) * 4 + i) * 32 + lane;
+                                if (at < 0 || at >= npart)
+                                    (*oob)++;
+                                else
+                                    part[at] = acc[(warp * c->mt + mt) * c->nt + nt].d[lane][i];
+                            }
+            }
             for (int group = 0; group < groups; group++) {
                 const long long row0 = ((long long)bx * groups + group) * 16 * c->mt;
                 if (row0 >= N)
@@ -223,9 +262,15 @@ static void emulate_mma(const mma_cfg *c, int M, int K, int N, const float *x, c
                     for (int nt = 0; nt < c->nt; nt++)
                         for (int lane = 0; lane < 32; lane++)
                             for (int i = 0; i < 4; i++) {
-                                float s = 0.0f;
-                                for (int sl = 0; sl < c->wpr; sl++)
-                                    s += acc[((group * c->wpr + sl) * c->mt + mt) * c->nt + nt].d[lane][i];
+                                float s = acc[((group * c->wpr) * c->mt + mt) * c->nt + nt].d[lane][i];
+                                for (int sl = 0; sl < c->wpr - 1; sl++) {
+                                    const int at =
+                                        ((group * (c->wpr - 1) + sl) * nacc + (mt * c->nt + nt) * 4 + i) * 32 + lane;
+                                    if (at < 0 || at >= npart)
+                                        (*oob)++;
+                                    else
+                                        s += part[at];
+                                }
                                 const int g = lane >> 2, t = lane & 3;
                                 const long long n = row0 + mt * 16 + g + (i >> 1) * 8;
                                 const int tok = by * 8 * c->nt + nt * 8 + 2 * t + (i & 1);
@@ -235,6 +280,7 @@ static void emulate_mma(const mma_cfg *c, int M, int K, int N, const float *x, c
             }
         }
     free(acc);
+    free(part);
 }
 
 /* Every configuration on awkward shapes: K not a multiple of the step (nor
@@ -246,7 +292,7 @@ static void mma_mapping_matches_matmul(void)
         {2, 1, 2, 2, 4, 2}, {4, 2, 1, 1, 2, 1}, {4, 4, 1, 2, 1, 2}, {8, 8, 2, 1, 8, 4},
     };
     static const int Ms[] = {1, 2, 3, 5, 8, 9, 16, 17};
-    int mismatches = 0, runs = 0;
+    int mismatches = 0, runs = 0, oob = 0;
     for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
         const mma_cfg *c = &cfgs[ci];
         /* K: a multiple of TP_VEC, not of the step; also one below a step */
@@ -262,7 +308,7 @@ static void mma_mapping_matches_matmul(void)
                     W[i] = (float)((i * 13 + 1) % 7 - 3);
                 for (int i = 0; i < M * N; i++)
                     y[i] = 1e30f; /* poison: an output never stored shows */
-                emulate_mma(c, M, K, N, x, W, y);
+                emulate_mma(c, M, K, N, x, W, y, &oob);
                 for (int m = 0; m < M; m++)
                     for (int n = 0; n < N; n++) {
                         double ref = 0.0;
@@ -281,7 +327,8 @@ static void mma_mapping_matches_matmul(void)
             }
     }
     CHECK_EQ_INT(mismatches, 0);
-    printf("  %d emulated runs of gemv_mma's mapping, %d mismatches\n", runs, mismatches);
+    CHECK_EQ_INT(oob, 0);
+    printf("  %d emulated runs of gemv_mma's mapping, %d mismatches, %d out-of-bounds accesses\n", runs, mismatches, oob);
 }
 
 /* ------------------------------------------------------------ the spec */
