@@ -1,7 +1,7 @@
 /*
 ** test_skinny.c — the small-batch (M = 2..16) GEMV strategies without a GPU
-** (label nvrtc): a host emulation of gemv_mma.cu's fragment mapping against
-** a plain matmul; which strategies search/gemv.lua keeps live at which M,
+** (label nvrtc): a host emulation of gemv_mma.cu's fragment mapping and a
+** port of gemv_multi_token.cu's indexing, each against a plain matmul; which strategies search/gemv.lua keeps live at which M,
 ** with the M=1 space unchanged; and every distinct live candidate of the
 ** M > 1 space compiling for sm_80, sm_89 and sm_90, bf16 and fp16.
 */
@@ -331,6 +331,136 @@ static void mma_mapping_matches_matmul(void)
     printf("  %d emulated runs of gemv_mma's mapping, %d mismatches, %d out-of-bounds accesses\n", runs, mismatches, oob);
 }
 
+/* A host port of gemv_multi_token.cu's index arithmetic, in the kernel's
+** order per lane: each read is checked against its row (K elements) and
+** the token it belongs to (< M), the partial sums go through part[] with
+** the kernel's indices. Integer-valued floats: every sum is exact. */
+typedef struct {
+    int warps, wpr, rows, tokens, vec, unroll;
+} mt_cfg;
+
+static void emulate_multi_token(const mt_cfg *c, int M, int K, int N, const float *x, const float *W,
+                                float *y, int *oob)
+{
+    const int groups = c->warps / c->wpr, block_n = groups * c->rows, sums = c->tokens * c->rows;
+    const int gx = (N + block_n - 1) / block_n, gy = (M + c->tokens - 1) / c->tokens;
+    const int step = 32 * c->wpr * c->vec, kmain = K - K % (step * c->unroll);
+    float *part = malloc(sizeof(float) * (size_t)(groups * sums * c->wpr));
+    float *wsum = malloc(sizeof(float) * (size_t)(c->warps * sums));
+    for (int bx = 0; bx < gx; bx++)
+        for (int by = 0; by < gy; by++) {
+            const int tok0 = by * c->tokens;
+            for (int warp = 0; warp < c->warps; warp++) {
+                const int group = warp / c->wpr, slice = warp % c->wpr;
+                const long long row0 = ((long long)bx * groups + group) * c->rows;
+                const int live = row0 < N;
+                for (int i = 0; i < sums; i++)
+                    wsum[warp * sums + i] = 0.0f; /* at_warp_sum over the 32 lanes */
+                for (int lane = 0; lane < 32 && live; lane++) {
+                    int k = (slice * 32 + lane) * c->vec;
+                    int ks[4096], nk = 0; /* vector starts this lane reads, main loop then tail */
+                    for (; k < kmain; k += step * c->unroll)
+                        for (int u = 0; u < c->unroll; u++)
+                            ks[nk++] = k + u * step;
+                    for (; k < K; k += step)
+                        ks[nk++] = k;
+                    for (int r = 0; r < c->rows; r++) {
+                        long long row = row0 + r < N ? row0 + r : N - 1;
+                        for (int j = 0; j < c->tokens; j++) {
+                            int tok = tok0 + j < M ? tok0 + j : M - 1;
+                            for (int q = 0; q < nk; q++)
+                                for (int e = 0; e < c->vec; e++) {
+                                    const int kk = ks[q] + e;
+                                    if (kk >= K || tok >= M || row >= N)
+                                        (*oob)++;
+                                    else
+                                        wsum[warp * sums + j * c->rows + r] +=
+                                            W[row * K + kk] * x[(long long)tok * K + kk];
+                                }
+                        }
+                    }
+                }
+            }
+            if (c->wpr == 1) {
+                for (int warp = 0; warp < c->warps; warp++) {
+                    const long long row0 = ((long long)bx * groups + warp) * c->rows;
+                    for (int j = 0; j < c->tokens; j++)
+                        for (int r = 0; r < c->rows; r++)
+                            if (row0 < N && row0 + r < N && tok0 + j < M)
+                                y[(long long)(tok0 + j) * N + row0 + r] = wsum[warp * sums + j * c->rows + r];
+                }
+                continue;
+            }
+            for (int i = 0; i < groups * sums * c->wpr; i++)
+                part[i] = NAN;
+            for (int warp = 0; warp < c->warps; warp++) {
+                const int group = warp / c->wpr, slice = warp % c->wpr;
+                for (int j = 0; j < c->tokens; j++)
+                    for (int r = 0; r < c->rows; r++)
+                        part[(group * sums + j * c->rows + r) * c->wpr + slice] =
+                            wsum[warp * sums + j * c->rows + r];
+            }
+            for (int i = 0; i < groups * sums; i++) {
+                const int gi = i / sums, j = i % sums / c->rows, r = i % c->rows;
+                const long long row = ((long long)bx * groups + gi) * c->rows + r;
+                float s = 0.0f;
+                for (int w = 0; w < c->wpr; w++)
+                    s += part[(gi * sums + i % sums) * c->wpr + w];
+                if (row < N && tok0 + j < M)
+                    y[(long long)(tok0 + j) * N + row] = s;
+            }
+        }
+    free(part);
+    free(wsum);
+}
+
+/* multi_token on awkward shapes: K not a multiple of any block_k, N not a
+** multiple of block_n, M not a multiple of TP_TOKENS. */
+static void multi_token_matches_matmul(void)
+{
+    static const mt_cfg cfgs[] = {
+        {4, 1, 2, 2, 8, 2}, {4, 2, 1, 4, 8, 1}, {8, 4, 4, 4, 4, 2}, {8, 2, 2, 2, 2, 2},
+        {4, 4, 1, 2, 1, 1}, {4, 1, 4, 4, 8, 1}, {8, 8, 2, 8, 8, 4},
+    };
+    static const int Ms[] = {1, 2, 3, 4, 5, 9};
+    int mismatches = 0, runs = 0, oob = 0;
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
+        const mt_cfg *c = &cfgs[ci];
+        const int Ks[] = {1000 / c->vec * c->vec + c->vec, 24 / c->vec * c->vec,
+                          32 * c->wpr * c->vec * c->unroll};
+        for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++)
+            for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+                const int M = Ms[mi], K = Ks[ki], N = 37;
+                float *x = malloc(sizeof(float) * (size_t)(M * K)), *W = malloc(sizeof(float) * (size_t)(N * K));
+                float *y = malloc(sizeof(float) * (size_t)(M * N));
+                for (int i = 0; i < M * K; i++)
+                    x[i] = (float)((i * 7 + 3) % 5 - 2);
+                for (int i = 0; i < N * K; i++)
+                    W[i] = (float)((i * 13 + 1) % 7 - 3);
+                for (int i = 0; i < M * N; i++)
+                    y[i] = 1e30f;
+                emulate_multi_token(c, M, K, N, x, W, y, &oob);
+                for (int m = 0; m < M; m++)
+                    for (int n = 0; n < N; n++) {
+                        double ref = 0.0;
+                        for (int k = 0; k < K; k++)
+                            ref += (double)x[m * K + k] * W[n * K + k];
+                        if ((double)y[m * N + n] != ref && mismatches++ < 5)
+                            fprintf(stderr, "  cfg %zu M=%d K=%d: y[%d][%d] = %g, want %g\n", ci, M, K, m, n,
+                                    (double)y[m * N + n], ref);
+                    }
+                runs++;
+                free(x);
+                free(W);
+                free(y);
+            }
+    }
+    CHECK_EQ_INT(mismatches, 0);
+    CHECK_EQ_INT(oob, 0);
+    printf("  %d emulated runs of gemv_multi_token's indexing, %d mismatches, %d out-of-bounds reads\n", runs,
+           mismatches, oob);
+}
+
 /* ------------------------------------------------------------ the spec */
 
 static int expand(const char *shape, at_dtype dtype, int arch, at_spec **spec, at_candidate **cands, int *n)
@@ -566,6 +696,7 @@ int main(void)
     TT_RUN(fragment_layout_is_a_bijection);
     TT_RUN(k_permutation_matches_registers);
     TT_RUN(mma_mapping_matches_matmul);
+    TT_RUN(multi_token_matches_matmul);
     TT_RUN(m1_space_unchanged);
     TT_RUN(strategies_by_m);
     TT_RUN(compiles_sm90_bf16);
