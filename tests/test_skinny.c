@@ -1,8 +1,9 @@
 /*
 ** test_skinny.c — the small-batch (M = 2..16) GEMV strategies without a GPU
 ** (label nvrtc): a host emulation of gemv_mma.cu's fragment mapping and a
-** port of gemv_multi_token.cu's indexing, each against a plain matmul; which strategies search/gemv.lua keeps live at which M,
-** with the M=1 space unchanged; and every distinct live candidate of the
+** port of gemv_multi_token.cu's indexing, each against a plain matmul;
+** which strategies search/gemv.lua keeps live at which M, with the M=1
+** space unchanged; and every distinct live candidate of the
 ** M > 1 space compiling for sm_80, sm_89 and sm_90, bf16 and fp16.
 */
 #include "autotune.h"
