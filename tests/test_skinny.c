@@ -531,16 +531,16 @@ static void m1_space_unchanged(void)
     }
 }
 
-/* Live candidates per strategy at shape/arch into live[4] (warp_row,
+/* Live candidates per strategy at shape/arch/dtype into live[4] (warp_row,
 ** splitk, multi_token, mma); every pruned one names its constraint. */
-static void live_counts(const char *shape, int arch, int live[4])
+static void live_counts_dtype(const char *shape, int arch, at_dtype dtype, int live[4])
 {
     static const char *const names[4] = {"warp_row", "splitk", "multi_token", "mma"};
     at_spec *spec = NULL;
     at_candidate *c = NULL;
     int n = 0;
     memset(live, 0, 4 * sizeof *live);
-    CHECK_EQ_INT(expand(shape, AT_BF16, arch, &spec, &c, &n), AT_OK);
+    CHECK_EQ_INT(expand(shape, dtype, arch, &spec, &c, &n), AT_OK);
     for (int i = 0; i < n; i++) {
         const char *name = at_spec_strategy_name(spec, c[i].strategy);
         if (c[i].pruned_by[0]) { /* the M > 1 strategies say why (the M=1 ones stay as measured) */
@@ -556,6 +556,8 @@ static void live_counts(const char *shape, int arch, int live[4])
     at_spec_free(spec);
 }
 
+static void live_counts(const char *shape, int arch, int live[4]) { live_counts_dtype(shape, arch, AT_BF16, live); }
+
 /* M=1: only the measured strategies; M = 2..4: multi_token and mma; M > 4:
 ** mma alone (sm_80+); a few hundred live candidates at most. */
 static void strategies_by_m(void)
@@ -568,7 +570,7 @@ static void strategies_by_m(void)
         {"2x2048x8192", 90, 1, 1},   {"3x2048x5120", 80, 1, 1},    {"4x2048x2048", 89, 1, 1},
         {"5x2048x8192", 90, 0, 1},   {"8x2048x12288", 89, 0, 1},   {"9x6144x2048", 90, 0, 1},
         {"16x2048x32", 90, 0, 1},    {"16x2048x248320", 80, 0, 1}, {"17x2048x8192", 90, 0, 1},
-        {"3x2051x333", 90, 1, 1},    {"16x2050x77", 89, 0, 1},     {"4x2052x100", 75, 1, 0},
+        {"3x2051x333", 90, 1, 1},    {"16x2050x77", 89, 0, 1},     {"4x2052x100", 75, 0, 0},
     };
     int live[4];
     live_counts("1x2048x8192", 90, live);
@@ -582,6 +584,11 @@ static void strategies_by_m(void)
         CHECK_EQ_INT(live[3] > 0, cases[i].mma);
         CHECK(live[2] + live[3] <= 300);
     }
+    /* sm_75: no bf16 store (cvt.rn.bf16.f32 is sm_80+), so bf16 prunes
+    ** multi_token there (above); fp16 keeps it, mma needs sm_80 either way */
+    live_counts_dtype("4x2052x100", 75, AT_FP16, live);
+    CHECK(live[2] > 0);
+    CHECK_EQ_INT(live[3], 0);
 }
 
 /* ------------------------------------------------------- compilation */
