@@ -36,6 +36,12 @@ local registers_for_loads = { "registers_for_loads", function(p, s)
   return p.TP_ROWS * p.TP_UNROLL <= 16
 end }
 
+local bf16_needs_sm80 = { "bf16_needs_sm80", function(p, s)
+  -- the bf16 store (cvt.rn.bf16.f32 in common/dtype.cuh) exists from Ampere on
+  if s.dtype == "bf16" and s.arch < 80 then return "bf16 needs sm_80" end
+  return true
+end }
+
 local one_token = { "one_token", function(p, s)
   -- last in the M=1 strategies' lists, so M=1 prunes exactly as it was
   -- measured; with more tokens they would read every weight once per token
@@ -148,6 +154,7 @@ return {
           if s.M > MULTI_TOKEN_MAX_M then return "M > " .. MULTI_TOKEN_MAX_M .. ": mma" end
           return true
         end },
+        bf16_needs_sm80,
         { "tokens_cover_m", function(p, s)
           -- the smallest TP_TOKENS that holds M: each weight read once
           local want = s.M <= 2 and 2 or 4

@@ -1,13 +1,15 @@
 /*
 ** test_skinny.c — the small-batch (M = 2..16) GEMV strategies without a GPU
-** (label nvrtc): a host emulation of gemv_mma.cu's fragment mapping against
-** a plain matmul; which strategies search/gemv.lua keeps live at which M,
-** with the M=1 space unchanged; and every distinct live candidate of the
+** (label nvrtc): a host emulation of gemv_mma.cu's fragment mapping and a
+** port of gemv_multi_token.cu's indexing, each against a plain matmul;
+** which strategies search/gemv.lua keeps live at which M, with the M=1
+** space unchanged; and every distinct live candidate of the
 ** M > 1 space compiling for sm_80, sm_89 and sm_90, bf16 and fp16.
 */
 #include "autotune.h"
 #include "tinytest.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -148,19 +150,28 @@ typedef struct {
     int warps, wpr, mt, nt, vec, unroll;
 } mma_cfg;
 
-/* The AT_MMA_G elements of a k-group at p (row elements [0, left) exist),
-** as the kernel's words: word i holds elements 2i (lo) and 2i+1 (hi). */
-static void kgroup(const float *row, int k, int left, int G, int vec, int ok, float out[8])
+/* The AT_MMA_G elements of a k-group at row + k, as at_kgroup_load_w/_x:
+** with guard (GUARD), a vector at or past `left` elements is not read;
+** without, every vector is. Word i holds elements 2i (lo) and 2i+1 (hi).
+** A read past the row's K elements (the kernel's GUARD=false path reading
+** into the next row or past the array) counts in *oob. */
+static void kgroup(const float *row, int k, int left, int guard, int K, int G, int vec, int ok, float out[8],
+                   int *oob)
 {
     for (int i = 0; i < G; i++)
         out[i] = 0.0f;
     for (int v = 0; v < G / vec; v++)
-        if (ok && v * vec < left)
-            for (int e = 0; e < vec; e++)
-                out[v * vec + e] = row[k + v * vec + e];
+        if (ok && (!guard || v * vec < left))
+            for (int e = 0; e < vec; e++) {
+                const int kk = k + v * vec + e;
+                if (kk < 0 || kk >= K)
+                    (*oob)++;
+                else
+                    out[v * vec + e] = row[kk];
+            }
 }
 
-static void emulate_mma(const mma_cfg *c, int M, int K, int N, const float *x, const float *W, float *y)
+static void emulate_mma(const mma_cfg *c, int M, int K, int N, const float *x, const float *W, float *y, int *oob)
 {
     const int G = c->vec == 8 ? 8 : 4, KSTEP = 4 * G, PER = G / 4;
     const int groups = c->warps / c->wpr, block_n = groups * 16 * c->mt;
@@ -168,6 +179,7 @@ static void emulate_mma(const mma_cfg *c, int M, int K, int N, const float *x, c
     const int nfull = K / KSTEP, nsteps = (K + KSTEP - 1) / KSTEP, nchunks = nfull / c->unroll;
     /* acc[warp][mt][nt] as one warp's D fragments */
     warp_mma *acc = calloc((size_t)(c->warps * c->mt * c->nt), sizeof *acc);
+    float *part = malloc(sizeof(float) * (size_t)(c->warps * c->mt * c->nt * 4 * 32 + 1));
     for (int bx = 0; bx < gx; bx++)
         for (int by = 0; by < gy; by++) {
             memset(acc, 0, (size_t)(c->warps * c->mt * c->nt) * sizeof *acc);
@@ -177,12 +189,17 @@ static void emulate_mma(const mma_cfg *c, int M, int K, int N, const float *x, c
                 if (row0 >= N)
                     continue;
                 /* every step this warp takes, in the kernel's order */
-                int steps[4096], ns = 0;
+                /* (main loop: at_kgroup_load_*<false>, leftover: <true>) */
+                int steps[4096], guarded[4096], ns = 0;
                 for (int ch = slice; ch < nchunks; ch += c->wpr)
-                    for (int u = 0; u < c->unroll; u++)
+                    for (int u = 0; u < c->unroll; u++) {
+                        guarded[ns] = 0;
                         steps[ns++] = ch * c->unroll + u;
-                for (int s = nchunks * c->unroll + slice; s < nsteps; s += c->wpr)
+                    }
+                for (int s = nchunks * c->unroll + slice; s < nsteps; s += c->wpr) {
+                    guarded[ns] = 1;
                     steps[ns++] = s;
+                }
                 for (int si = 0; si < ns; si++)
                     for (int m = 0; m < PER; m++)
                         for (int mt = 0; mt < c->mt; mt++)
@@ -195,11 +212,12 @@ static void emulate_mma(const mma_cfg *c, int M, int K, int N, const float *x, c
                                     long long rl = row0 + mt * 16 + g, rh = rl + 8;
                                     rl = rl < N ? rl : N - 1;
                                     rh = rh < N ? rh : N - 1;
-                                    kgroup(W + rl * K, k, left, G, c->vec, 1, lo);
-                                    kgroup(W + rh * K, k, left, G, c->vec, 1, hi);
+                                    const int gd = guarded[si];
+                                    kgroup(W + rl * K, k, left, gd, K, G, c->vec, 1, lo, oob);
+                                    kgroup(W + rh * K, k, left, gd, K, G, c->vec, 1, hi, oob);
                                     const int tok = by * 8 * c->nt + nt * 8 + g;
-                                    kgroup(x + (long long)(tok < M ? tok : 0) * K, k, left, G, c->vec,
-                                           tok < M, xg);
+                                    kgroup(x + (long long)(tok < M ? tok : 0) * K, k, left, gd, K, G, c->vec,
+                                           tok < M, xg, oob);
                                     /* at_mma_step: a0 = lo.w[2m], a1 = hi.w[2m], a2 = lo.w[2m+1],
                                     ** a3 = hi.w[2m+1], b0 = x.w[2m], b1 = x.w[2m+1] */
                                     for (int h = 0; h < 2; h++) {
@@ -214,7 +232,29 @@ static void emulate_mma(const mma_cfg *c, int M, int K, int N, const float *x, c
                                 mma_exec(wm);
                             }
             }
-            /* slice 0 of each group adds the others' accumulators, then stores */
+            /* slices 1.. write part[group][slice-1][(mt*TP_NT+nt)*4+i][lane] (dead
+            ** warps too), __syncthreads, slice 0 adds them in slice order, then
+            ** stores: the kernel's indices into an array of its declared size (an
+            ** index outside it counts in *oob, an unwritten slot is a NaN) */
+            const int nacc = c->mt * c->nt * 4, npart = groups * (c->wpr - 1) * nacc * 32;
+            for (int i = 0; i < npart; i++)
+                part[i] = NAN;
+            for (int warp = 0; warp < c->warps; warp++) {
+                const int group = warp / c->wpr, slice = warp % c->wpr;
+                if (slice == 0)
+                    continue;
+                for (int mt = 0; mt < c->mt; mt++)
+                    for (int nt = 0; nt < c->nt; nt++)
+                        for (int i = 0; i < 4; i++)
+                            for (int lane = 0; lane < 32; lane++) {
+                                const int at =
+                                    ((group * (c->wpr - 1) + slice - 1) * nacc + (mt * c->nt + nt) * 4 + i) * 32 + lane;
+                                if (at < 0 || at >= npart)
+                                    (*oob)++;
+                                else
+                                    part[at] = acc[(warp * c->mt + mt) * c->nt + nt].d[lane][i];
+                            }
+            }
             for (int group = 0; group < groups; group++) {
                 const long long row0 = ((long long)bx * groups + group) * 16 * c->mt;
                 if (row0 >= N)
@@ -223,9 +263,15 @@ static void emulate_mma(const mma_cfg *c, int M, int K, int N, const float *x, c
                     for (int nt = 0; nt < c->nt; nt++)
                         for (int lane = 0; lane < 32; lane++)
                             for (int i = 0; i < 4; i++) {
-                                float s = 0.0f;
-                                for (int sl = 0; sl < c->wpr; sl++)
-                                    s += acc[((group * c->wpr + sl) * c->mt + mt) * c->nt + nt].d[lane][i];
+                                float s = acc[((group * c->wpr) * c->mt + mt) * c->nt + nt].d[lane][i];
+                                for (int sl = 0; sl < c->wpr - 1; sl++) {
+                                    const int at =
+                                        ((group * (c->wpr - 1) + sl) * nacc + (mt * c->nt + nt) * 4 + i) * 32 + lane;
+                                    if (at < 0 || at >= npart)
+                                        (*oob)++;
+                                    else
+                                        s += part[at];
+                                }
                                 const int g = lane >> 2, t = lane & 3;
                                 const long long n = row0 + mt * 16 + g + (i >> 1) * 8;
                                 const int tok = by * 8 * c->nt + nt * 8 + 2 * t + (i & 1);
@@ -235,6 +281,7 @@ static void emulate_mma(const mma_cfg *c, int M, int K, int N, const float *x, c
             }
         }
     free(acc);
+    free(part);
 }
 
 /* Every configuration on awkward shapes: K not a multiple of the step (nor
@@ -246,7 +293,7 @@ static void mma_mapping_matches_matmul(void)
         {2, 1, 2, 2, 4, 2}, {4, 2, 1, 1, 2, 1}, {4, 4, 1, 2, 1, 2}, {8, 8, 2, 1, 8, 4},
     };
     static const int Ms[] = {1, 2, 3, 5, 8, 9, 16, 17};
-    int mismatches = 0, runs = 0;
+    int mismatches = 0, runs = 0, oob = 0;
     for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
         const mma_cfg *c = &cfgs[ci];
         /* K: a multiple of TP_VEC, not of the step; also one below a step */
@@ -262,7 +309,7 @@ static void mma_mapping_matches_matmul(void)
                     W[i] = (float)((i * 13 + 1) % 7 - 3);
                 for (int i = 0; i < M * N; i++)
                     y[i] = 1e30f; /* poison: an output never stored shows */
-                emulate_mma(c, M, K, N, x, W, y);
+                emulate_mma(c, M, K, N, x, W, y, &oob);
                 for (int m = 0; m < M; m++)
                     for (int n = 0; n < N; n++) {
                         double ref = 0.0;
@@ -281,7 +328,138 @@ static void mma_mapping_matches_matmul(void)
             }
     }
     CHECK_EQ_INT(mismatches, 0);
-    printf("  %d emulated runs of gemv_mma's mapping, %d mismatches\n", runs, mismatches);
+    CHECK_EQ_INT(oob, 0);
+    printf("  %d emulated runs of gemv_mma's mapping, %d mismatches, %d out-of-bounds accesses\n", runs, mismatches, oob);
+}
+
+/* A host port of gemv_multi_token.cu's index arithmetic, in the kernel's
+** order per lane: each read is checked against its row (K elements) and
+** the token it belongs to (< M), the partial sums go through part[] with
+** the kernel's indices. Integer-valued floats: every sum is exact. */
+typedef struct {
+    int warps, wpr, rows, tokens, vec, unroll;
+} mt_cfg;
+
+static void emulate_multi_token(const mt_cfg *c, int M, int K, int N, const float *x, const float *W,
+                                float *y, int *oob)
+{
+    const int groups = c->warps / c->wpr, block_n = groups * c->rows, sums = c->tokens * c->rows;
+    const int gx = (N + block_n - 1) / block_n, gy = (M + c->tokens - 1) / c->tokens;
+    const int step = 32 * c->wpr * c->vec, kmain = K - K % (step * c->unroll);
+    float *part = malloc(sizeof(float) * (size_t)(groups * sums * c->wpr));
+    float *wsum = malloc(sizeof(float) * (size_t)(c->warps * sums));
+    for (int bx = 0; bx < gx; bx++)
+        for (int by = 0; by < gy; by++) {
+            const int tok0 = by * c->tokens;
+            for (int warp = 0; warp < c->warps; warp++) {
+                const int group = warp / c->wpr, slice = warp % c->wpr;
+                const long long row0 = ((long long)bx * groups + group) * c->rows;
+                const int live = row0 < N;
+                for (int i = 0; i < sums; i++)
+                    wsum[warp * sums + i] = 0.0f; /* at_warp_sum over the 32 lanes */
+                for (int lane = 0; lane < 32 && live; lane++) {
+                    int k = (slice * 32 + lane) * c->vec;
+                    int ks[4096], nk = 0; /* vector starts this lane reads, main loop then tail */
+                    for (; k < kmain; k += step * c->unroll)
+                        for (int u = 0; u < c->unroll; u++)
+                            ks[nk++] = k + u * step;
+                    for (; k < K; k += step)
+                        ks[nk++] = k;
+                    for (int r = 0; r < c->rows; r++) {
+                        long long row = row0 + r < N ? row0 + r : N - 1;
+                        for (int j = 0; j < c->tokens; j++) {
+                            int tok = tok0 + j < M ? tok0 + j : M - 1;
+                            for (int q = 0; q < nk; q++)
+                                for (int e = 0; e < c->vec; e++) {
+                                    const int kk = ks[q] + e;
+                                    if (kk >= K || tok >= M || row >= N)
+                                        (*oob)++;
+                                    else
+                                        wsum[warp * sums + j * c->rows + r] +=
+                                            W[row * K + kk] * x[(long long)tok * K + kk];
+                                }
+                        }
+                    }
+                }
+            }
+            if (c->wpr == 1) {
+                for (int warp = 0; warp < c->warps; warp++) {
+                    const long long row0 = ((long long)bx * groups + warp) * c->rows;
+                    for (int j = 0; j < c->tokens; j++)
+                        for (int r = 0; r < c->rows; r++)
+                            if (row0 < N && row0 + r < N && tok0 + j < M)
+                                y[(long long)(tok0 + j) * N + row0 + r] = wsum[warp * sums + j * c->rows + r];
+                }
+                continue;
+            }
+            for (int i = 0; i < groups * sums * c->wpr; i++)
+                part[i] = NAN;
+            for (int warp = 0; warp < c->warps; warp++) {
+                const int group = warp / c->wpr, slice = warp % c->wpr;
+                for (int j = 0; j < c->tokens; j++)
+                    for (int r = 0; r < c->rows; r++)
+                        part[(group * sums + j * c->rows + r) * c->wpr + slice] =
+                            wsum[warp * sums + j * c->rows + r];
+            }
+            for (int i = 0; i < groups * sums; i++) {
+                const int gi = i / sums, j = i % sums / c->rows, r = i % c->rows;
+                const long long row = ((long long)bx * groups + gi) * c->rows + r;
+                float s = 0.0f;
+                for (int w = 0; w < c->wpr; w++)
+                    s += part[(gi * sums + i % sums) * c->wpr + w];
+                if (row < N && tok0 + j < M)
+                    y[(long long)(tok0 + j) * N + row] = s;
+            }
+        }
+    free(part);
+    free(wsum);
+}
+
+/* multi_token on awkward shapes: K not a multiple of any block_k, N not a
+** multiple of block_n, M not a multiple of TP_TOKENS. */
+static void multi_token_matches_matmul(void)
+{
+    static const mt_cfg cfgs[] = {
+        {4, 1, 2, 2, 8, 2}, {4, 2, 1, 4, 8, 1}, {8, 4, 4, 4, 4, 2}, {8, 2, 2, 2, 2, 2},
+        {4, 4, 1, 2, 1, 1}, {4, 1, 4, 4, 8, 1}, {8, 8, 2, 8, 8, 4},
+    };
+    static const int Ms[] = {1, 2, 3, 4, 5, 9};
+    int mismatches = 0, runs = 0, oob = 0;
+    for (size_t ci = 0; ci < sizeof cfgs / sizeof cfgs[0]; ci++) {
+        const mt_cfg *c = &cfgs[ci];
+        const int Ks[] = {1000 / c->vec * c->vec + c->vec, 24 / c->vec * c->vec,
+                          32 * c->wpr * c->vec * c->unroll};
+        for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++)
+            for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+                const int M = Ms[mi], K = Ks[ki], N = 37;
+                float *x = malloc(sizeof(float) * (size_t)(M * K)), *W = malloc(sizeof(float) * (size_t)(N * K));
+                float *y = malloc(sizeof(float) * (size_t)(M * N));
+                for (int i = 0; i < M * K; i++)
+                    x[i] = (float)((i * 7 + 3) % 5 - 2);
+                for (int i = 0; i < N * K; i++)
+                    W[i] = (float)((i * 13 + 1) % 7 - 3);
+                for (int i = 0; i < M * N; i++)
+                    y[i] = 1e30f;
+                emulate_multi_token(c, M, K, N, x, W, y, &oob);
+                for (int m = 0; m < M; m++)
+                    for (int n = 0; n < N; n++) {
+                        double ref = 0.0;
+                        for (int k = 0; k < K; k++)
+                            ref += (double)x[m * K + k] * W[n * K + k];
+                        if ((double)y[m * N + n] != ref && mismatches++ < 5)
+                            fprintf(stderr, "  cfg %zu M=%d K=%d: y[%d][%d] = %g, want %g\n", ci, M, K, m, n,
+                                    (double)y[m * N + n], ref);
+                    }
+                runs++;
+                free(x);
+                free(W);
+                free(y);
+            }
+    }
+    CHECK_EQ_INT(mismatches, 0);
+    CHECK_EQ_INT(oob, 0);
+    printf("  %d emulated runs of gemv_multi_token's indexing, %d mismatches, %d out-of-bounds reads\n", runs,
+           mismatches, oob);
 }
 
 /* ------------------------------------------------------------ the spec */
@@ -353,16 +531,16 @@ static void m1_space_unchanged(void)
     }
 }
 
-/* Live candidates per strategy at shape/arch into live[4] (warp_row,
+/* Live candidates per strategy at shape/arch/dtype into live[4] (warp_row,
 ** splitk, multi_token, mma); every pruned one names its constraint. */
-static void live_counts(const char *shape, int arch, int live[4])
+static void live_counts_dtype(const char *shape, int arch, at_dtype dtype, int live[4])
 {
     static const char *const names[4] = {"warp_row", "splitk", "multi_token", "mma"};
     at_spec *spec = NULL;
     at_candidate *c = NULL;
     int n = 0;
     memset(live, 0, 4 * sizeof *live);
-    CHECK_EQ_INT(expand(shape, AT_BF16, arch, &spec, &c, &n), AT_OK);
+    CHECK_EQ_INT(expand(shape, dtype, arch, &spec, &c, &n), AT_OK);
     for (int i = 0; i < n; i++) {
         const char *name = at_spec_strategy_name(spec, c[i].strategy);
         if (c[i].pruned_by[0]) { /* the M > 1 strategies say why (the M=1 ones stay as measured) */
@@ -378,6 +556,8 @@ static void live_counts(const char *shape, int arch, int live[4])
     at_spec_free(spec);
 }
 
+static void live_counts(const char *shape, int arch, int live[4]) { live_counts_dtype(shape, arch, AT_BF16, live); }
+
 /* M=1: only the measured strategies; M = 2..4: multi_token and mma; M > 4:
 ** mma alone (sm_80+); a few hundred live candidates at most. */
 static void strategies_by_m(void)
@@ -390,7 +570,7 @@ static void strategies_by_m(void)
         {"2x2048x8192", 90, 1, 1},   {"3x2048x5120", 80, 1, 1},    {"4x2048x2048", 89, 1, 1},
         {"5x2048x8192", 90, 0, 1},   {"8x2048x12288", 89, 0, 1},   {"9x6144x2048", 90, 0, 1},
         {"16x2048x32", 90, 0, 1},    {"16x2048x248320", 80, 0, 1}, {"17x2048x8192", 90, 0, 1},
-        {"3x2051x333", 90, 1, 1},    {"16x2050x77", 89, 0, 1},     {"4x2052x100", 75, 1, 0},
+        {"3x2051x333", 90, 1, 1},    {"16x2050x77", 89, 0, 1},     {"4x2052x100", 75, 0, 0},
     };
     int live[4];
     live_counts("1x2048x8192", 90, live);
@@ -404,6 +584,11 @@ static void strategies_by_m(void)
         CHECK_EQ_INT(live[3] > 0, cases[i].mma);
         CHECK(live[2] + live[3] <= 300);
     }
+    /* sm_75: no bf16 store (cvt.rn.bf16.f32 is sm_80+), so bf16 prunes
+    ** multi_token there (above); fp16 keeps it, mma needs sm_80 either way */
+    live_counts_dtype("4x2052x100", 75, AT_FP16, live);
+    CHECK(live[2] > 0);
+    CHECK_EQ_INT(live[3], 0);
 }
 
 /* ------------------------------------------------------- compilation */
@@ -519,6 +704,7 @@ int main(void)
     TT_RUN(fragment_layout_is_a_bijection);
     TT_RUN(k_permutation_matches_registers);
     TT_RUN(mma_mapping_matches_matmul);
+    TT_RUN(multi_token_matches_matmul);
     TT_RUN(m1_space_unchanged);
     TT_RUN(strategies_by_m);
     TT_RUN(compiles_sm90_bf16);
