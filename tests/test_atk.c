@@ -22,6 +22,7 @@
 #include "autotune.h"
 #include "table.h"
 #include "tinytest.h"
+#include "test_files.h"
 
 static char tmpdir[64];
 
@@ -432,15 +433,6 @@ static int sql(const char *db, const char *stmt)
     return rc;
 }
 
-static int write_file(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
-    size_t w = fwrite(data, 1, n, f);
-    return fclose(f) == 0 && w == n ? 0 : -1;
-}
-
 /* Opens path dry: expects success with everything on fallback and `why` in
 ** the report; with ATK_STRICT_OPEN, ATK_ERR_TABLE with `why` in errmsg. */
 static void expect_fallback(const char *path, const char *why)
@@ -467,7 +459,7 @@ static void test_broken_tables(void)
 {
     char db[128], p[128];
     expect_fallback(tpath(p, sizeof p, "missing.db"), "No such file");
-    write_file(tpath(p, sizeof p, "text.db"), "hello, not a table\n", 19);
+    tt_spit(tpath(p, sizeof p, "text.db"), "hello, not a table\n", 19);
     expect_fallback(p, "is not an autotune table (neither SQLite nor JSON)");
     tpath(p, sizeof p, "other.db");
     unlink(p);
@@ -481,14 +473,14 @@ static void test_broken_tables(void)
     if (f)
         fclose(f);
     CHECK(n > 8192);
-    write_file(tpath(p, sizeof p, "half.db"), buf, n / 2);
+    tt_spit(tpath(p, sizeof p, "half.db"), buf, n / 2);
     atk_ctx *ctx = NULL;
     CHECK_EQ_INT(atk_open_dry(p, NULL, &H200, 0, &ctx), ATK_OK); /* never a crash */
     atk_close(ctx);
     /* bytes flipped across the file: whatever survives, atk opens */
     for (size_t i = 4096; i < n; i += 97)
         buf[i] ^= 0x5a;
-    write_file(tpath(p, sizeof p, "flipped.db"), buf, n);
+    tt_spit(tpath(p, sizeof p, "flipped.db"), buf, n);
     ctx = NULL;
     CHECK_EQ_INT(atk_open_dry(p, NULL, &H200, 0, &ctx), ATK_OK);
     atk_close(ctx);
@@ -504,9 +496,9 @@ static void test_broken_tables(void)
     }
     expect_fallback(p, "nothing tuned for this GPU (1 entries for other GPUs)");
     /* JSON: truncated, another format */
-    write_file(tpath(p, sizeof p, "bad.json"), "{\"format\": \"autotune-table\", \"version\": 1, \"dev", 46);
+    tt_spit(tpath(p, sizeof p, "bad.json"), "{\"format\": \"autotune-table\", \"version\": 1, \"dev", 46);
     expect_fallback(p, "bad.json");
-    write_file(tpath(p, sizeof p, "other.json"), "{\"format\": \"something\"}", 23);
+    tt_spit(tpath(p, sizeof p, "other.json"), "{\"format\": \"something\"}", 23);
     expect_fallback(p, "not an autotune table");
 }
 
@@ -688,7 +680,7 @@ static void test_c_table(void)
         "    printf(\"loaded %zu of %zu path %d %s grid %u src %s %zu\\n\", in.loaded, in.rows, ch.path,\n"
         "           ch.kernel, ch.grid[0], src >= 0 ? t->sources[src].name : \"-\", t->nsources);\n"
         "    atk_close(ctx);\n    return 0;\n}\n";
-    write_file(tpath(prog, sizeof prog, "engine.c"), src, sizeof src - 1);
+    tt_spit(tpath(prog, sizeof prog, "engine.c"), src, sizeof src - 1);
     snprintf(cmd, sizeof cmd,
              "%s %s -std=c11 -Wall -Wextra -Wpedantic -Werror -I%s -I%s %s -o %s -L%s -latk -Wl,-rpath,%s "
              "-Wl,-rpath,%s && %s > %s",

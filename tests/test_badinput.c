@@ -13,6 +13,7 @@
 #include "json.h"
 #include "table.h"
 #include "tinytest.h"
+#include "test_files.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,35 +34,9 @@ static const char *tpath(char *buf, size_t len, const char *name)
     return buf;
 }
 
-static int spit(const char *path, const void *data, size_t size)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
-    size_t w = fwrite(data, 1, size, f);
-    return (fclose(f) == 0 && w == size) ? 0 : -1;
-}
-
 static int spits(const char *path, const char *text)
 {
-    return spit(path, text, strlen(text));
-}
-
-static unsigned char *slurp_file(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    unsigned char *buf = NULL;
-    long n;
-    *size = 0;
-    if (!f)
-        return NULL;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
-        buf = malloc((size_t)n + 1);
-        if (buf && fread(buf, 1, (size_t)n, f) == (size_t)n)
-            *size = (size_t)n;
-    }
-    fclose(f);
-    return buf;
+    return tt_spit(path, text, strlen(text));
 }
 
 /* ------------------------------------------------------------ snapshot */
@@ -93,7 +68,7 @@ static void file_sha(const char *path, const struct stat *sb, char sha[65])
             return;
         }
     size_t n;
-    unsigned char *data = slurp_file(path, &n);
+    unsigned char *data = tt_slurp(path, &n);
     at_sha256_hex(data ? data : (const unsigned char *)"", data ? n : 0, sha);
     free(data);
     if (nknown < 64 && strlen(path) < sizeof known[0].path) {
@@ -352,12 +327,12 @@ static void variant_db(const char *name, size_t len, size_t from, size_t to)
 {
     char src[128], dst[128];
     size_t n;
-    unsigned char *d = slurp_file(tpath(src, sizeof src, "good.db"), &n);
+    unsigned char *d = tt_slurp(tpath(src, sizeof src, "good.db"), &n);
     if (!d)
         return;
     for (size_t i = from; i < to && i < n; i++)
         d[i] = (unsigned char)(i * 131 + 17);
-    CHECK(spit(tpath(dst, sizeof dst, name), d, len && len < n ? len : n) == 0);
+    CHECK(tt_spit(tpath(dst, sizeof dst, name), d, len && len < n ? len : n) == 0);
     free(d);
 }
 
@@ -513,7 +488,7 @@ static void cache_files(void)
     size_t n;
     tpath(good, sizeof good, "good.db");
     tpath(gjs, sizeof gjs, "good.json");
-    free(slurp_file(good, &n));
+    free(tt_slurp(good, &n));
     CHECK(n > 16384);
     /* the bad caches */
     CHECK(spits(tpath(p, sizeof p, "text.db"), "# notes, not a database\n") == 0);
@@ -521,7 +496,7 @@ static void cache_files(void)
     srand(11);
     for (size_t i = 0; i < sizeof junk; i++)
         junk[i] = (unsigned char)rand();
-    CHECK(spit(tpath(p, sizeof p, "random.db"), junk, sizeof junk) == 0);
+    CHECK(tt_spit(tpath(p, sizeof p, "random.db"), junk, sizeof junk) == 0);
     CHECK(spits(tpath(p, sizeof p, "onebyte.db"), "x") == 0);
     CHECK(spits(tpath(p, sizeof p, "magic.db"), "SQLite format 3") == 0); /* the magic, then nothing */
     variant_db("header.db", 100, 0, 0);
@@ -613,24 +588,24 @@ static void table_files(void)
     tpath(gjs, sizeof gjs, "good.json");
     tpath(good, sizeof good, "good.db");
     tpath(db, sizeof db, "fresh/tune.db"); /* never created by a bad table */
-    unsigned char *g = slurp_file(gjs, &n);
+    unsigned char *g = tt_slurp(gjs, &n);
     CHECK(g && n > 1000);
     if (!g)
         return;
     static const size_t cuts[] = {0, 1, 2, 10, 100, 1000};
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
-        CHECK(spit(tpath(p, sizeof p, "cut.json"), g, cuts[i] ? cuts[i] : n / 2) == 0);
+        CHECK(tt_spit(tpath(p, sizeof p, "cut.json"), g, cuts[i] ? cuts[i] : n / 2) == 0);
         subf(2, "cut.json:", "import %s --db %s", p, db);
     }
-    CHECK(spit(tpath(p, sizeof p, "minus1.json"), g, n - 2) == 0); /* without its last '}' */
+    CHECK(tt_spit(tpath(p, sizeof p, "minus1.json"), g, n - 2) == 0); /* without its last '}' */
     subf(2, "missing '}'", "import %s --db %s", p, db);
     char *bom = malloc(n + 3);
     memcpy(bom, "\xEF\xBB\xBF", 3);
     memcpy(bom + 3, g, n);
-    CHECK(spit(tpath(p, sizeof p, "bom.json"), bom, n + 3) == 0);
+    CHECK(tt_spit(tpath(p, sizeof p, "bom.json"), bom, n + 3) == 0);
     free(bom);
     subf(2, "unexpected byte 0xef", "import %s --db %s", p, db);
-    CHECK(spit(tpath(p, sizeof p, "utf16.json"), "\xFF\xFE{\0}\0", 6) == 0);
+    CHECK(tt_spit(tpath(p, sizeof p, "utf16.json"), "\xFF\xFE{\0}\0", 6) == 0);
     subf(2, "json:", "import %s --db %s", p, db);
     static const struct {
         const char *name, *text, *needle;
@@ -658,7 +633,7 @@ static void table_files(void)
         size_t len = strlen(cases[i].text);
         if (!strcmp(cases[i].name, "nul.json"))
             len = 30; /* through the NUL byte */
-        CHECK(spit(tpath(p, sizeof p, cases[i].name), cases[i].text, len) == 0);
+        CHECK(tt_spit(tpath(p, sizeof p, cases[i].name), cases[i].text, len) == 0);
         subf(2, cases[i].needle, "import %s --db %s", p, db);
     }
     /* a good table imported into good.db, then a bad one: good.db unchanged */
@@ -739,8 +714,8 @@ static void specs(void)
         CHECK(spits(tpath(p, sizeof p, name), spec_text(cases[i].top, cases[i].tpl, cases[i].params,
                                                          cases[i].cons)) == 0);
     }
-    CHECK(spit(tpath(p, sizeof p, "specs/binary.lua"), "\x1bLuaT\0\x19\x93\r\n\x1a\n", 12) == 0);
-    CHECK(spit(tpath(p, sizeof p, "specs/nul.lua"), "return {\0}", 10) == 0);
+    CHECK(tt_spit(tpath(p, sizeof p, "specs/binary.lua"), "\x1bLuaT\0\x19\x93\r\n\x1a\n", 12) == 0);
+    CHECK(tt_spit(tpath(p, sizeof p, "specs/nul.lua"), "return {\0}", 10) == 0);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         stdout_ok = !strcmp(cases[i].name, "pruned.lua"); /* the table of what was pruned, and why */
         expectf(3, cases[i].needle,

@@ -6,6 +6,7 @@
 */
 #include "autotune.h"
 #include "tinytest.h"
+#include "test_files.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,33 +27,6 @@ static const char *tpath(char *buf, size_t len, const char *name)
     return buf;
 }
 
-/* Whole file into a malloc'ed buffer (NULL if unreadable). */
-static unsigned char *slurp(const char *path, size_t *size)
-{
-    FILE *f = fopen(path, "rb");
-    unsigned char *buf = NULL;
-    long n;
-    *size = 0;
-    if (!f)
-        return NULL;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
-        buf = malloc((size_t)n + 1);
-        if (buf && fread(buf, 1, (size_t)n, f) == (size_t)n)
-            *size = (size_t)n;
-    }
-    fclose(f);
-    return buf;
-}
-
-static int spit(const char *path, const void *data, size_t size)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
-    size_t w = fwrite(data, 1, size, f);
-    return (fclose(f) == 0 && w == size) ? 0 : -1;
-}
-
 static int exists(const char *path)
 {
     struct stat sb;
@@ -64,7 +38,7 @@ static int exists(const char *path)
 static void check_refused(const char *path, const char *why)
 {
     size_t before_n, after_n;
-    unsigned char *before = slurp(path, &before_n), *after;
+    unsigned char *before = tt_slurp(path, &before_n), *after;
     at_cache *c = (at_cache *)1;
     CHECK(before != NULL);
     int st = at_cache_open(path, &c);
@@ -74,7 +48,7 @@ static void check_refused(const char *path, const char *why)
     CHECK_STR_HAS(at_errmsg(), why);
     if (st == AT_OK)
         at_cache_close(c);
-    after = slurp(path, &after_n);
+    after = tt_slurp(path, &after_n);
     CHECK(after != NULL);
     CHECK_EQ_INT(after_n, before_n);
     CHECK(after && before && memcmp(before, after, before_n) == 0);
@@ -365,7 +339,7 @@ static void test_open_creates_dirs_and_schema(void)
     sqlite3_close(db);
     /* A pre-existing empty file is a new database, not a foreign one. */
     tpath(path, sizeof path, "empty.db");
-    CHECK(spit(path, "", 0) == 0);
+    CHECK(tt_spit(path, "", 0) == 0);
     CHECK_EQ_INT(at_cache_open(path, &c), AT_OK);
     at_cache_close(c);
 }
@@ -378,7 +352,7 @@ static void test_refuse_not_sqlite(void)
     for (size_t i = 0; i < sizeof junk; i++)
         junk[i] = (unsigned char)(rand() & 0xff);
     tpath(path, sizeof path, "random.db");
-    CHECK(spit(path, junk, sizeof junk) == 0);
+    CHECK(tt_spit(path, junk, sizeof junk) == 0);
     check_refused(path, "is not an autotune cache");
     char side[300];
     snprintf(side, sizeof side, "%s-wal", path);
@@ -386,16 +360,16 @@ static void test_refuse_not_sqlite(void)
 
     const char *text = "# my notes\nthis is a text file, not a database\n";
     tpath(path, sizeof path, "notes.txt");
-    CHECK(spit(path, text, strlen(text)) == 0);
+    CHECK(tt_spit(path, text, strlen(text)) == 0);
     check_refused(path, "not an SQLite database");
 
     /* Shorter than SQLite's header: SQLite alone would take these for empty
     ** databases and write over them. */
     tpath(path, sizeof path, "one.db");
-    CHECK(spit(path, "x", 1) == 0);
+    CHECK(tt_spit(path, "x", 1) == 0);
     check_refused(path, "not an SQLite database");
     tpath(path, sizeof path, "short.db");
-    CHECK(spit(path, "SQLite format", 13) == 0);
+    CHECK(tt_spit(path, "SQLite format", 13) == 0);
     check_refused(path, "not an SQLite database");
 
     /* A directory where the file should be. */
@@ -449,7 +423,7 @@ static void test_truncated_copies(void)
     at_cache_close(c);
 
     size_t n;
-    unsigned char *full = slurp(path, &n);
+    unsigned char *full = tt_slurp(path, &n);
     CHECK(full != NULL && n > 8192);
     if (!full)
         return;
@@ -457,7 +431,7 @@ static void test_truncated_copies(void)
     int refused = 0;
     for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
         snprintf(cut, sizeof cut, "%s/cut%zu.db", tmpdir, i);
-        CHECK(spit(cut, full, lens[i]) == 0);
+        CHECK(tt_spit(cut, full, lens[i]) == 0);
         c = NULL;
         int st = at_cache_open(cut, &c);
         CHECK(st == AT_OK || st == AT_ERR_CACHE);
@@ -470,7 +444,7 @@ static void test_truncated_copies(void)
             at_cache_close(c);
         } else {
             size_t m;
-            unsigned char *after = slurp(cut, &m);
+            unsigned char *after = tt_slurp(cut, &m);
             CHECK_EQ_INT(m, lens[i]);
             CHECK(after && memcmp(after, full, lens[i]) == 0);
             CHECK_STR_HAS(at_errmsg(), cut);
@@ -490,7 +464,7 @@ static void test_unwritable(void)
     tpath(file, sizeof file, "x");
     CHECK(mkdir(file, 0755) == 0);
     tpath(file, sizeof file, "x/file");
-    CHECK(spit(file, "data", 4) == 0);
+    CHECK(tt_spit(file, "data", 4) == 0);
     tpath(path, sizeof path, "x/file/tune.db");
     CHECK_EQ_INT(at_cache_open(path, &c), AT_ERR_CACHE);
     CHECK(c == NULL);
