@@ -42,6 +42,27 @@ local bf16_needs_sm80 = { "bf16_needs_sm80", function(p, s)
   return true
 end }
 
+-- Shared by the strategies whose TP_WPR warps split one row's K (splitk,
+-- multi_token): every warp gets a vector of K; a block whose rows mostly
+-- fall past N wastes its warps.
+local every_warp_has_k = { "every_warp_has_k", function(p, s)
+  -- each of the TP_WPR warps must get at least one vector of K
+  if 32 * p.TP_WPR * p.TP_VEC > s.K then return "K too short for " .. p.TP_WPR .. " warps per row" end
+  return true
+end }
+
+local split_block_n_within_n = { "block_n_within_n", function(p, s)
+  local block_n = p.TP_WARPS // p.TP_WPR * p.TP_ROWS
+  if block_n > 1 and block_n >= 2 * s.N then return "block_n " .. block_n .. " >= 2N" end
+  return true
+end }
+
+-- multi_token and mma (splitk keeps its measured boolean form)
+local wpr_divides_warps = { "wpr_divides_warps", function(p, s)
+  if p.TP_WARPS % p.TP_WPR ~= 0 then return "TP_WARPS % TP_WPR ~= 0" end
+  return true
+end }
+
 local one_token = { "one_token", function(p, s)
   -- last in the M=1 strategies' lists, so M=1 prunes exactly as it was
   -- measured; with more tokens they would read every weight once per token
@@ -117,16 +138,8 @@ return {
         pdl_needs_sm90,
         { "wpr_divides_warps", function(p, s) return p.TP_WARPS % p.TP_WPR == 0 end },
         vec_divides_k, widest_vec, registers_for_loads, unroll_within_k(nil),
-        { "every_warp_has_k", function(p, s)
-          -- each of the TP_WPR warps must get at least one vector of K
-          if 32 * p.TP_WPR * p.TP_VEC > s.K then return "K too short for " .. p.TP_WPR .. " warps per row" end
-          return true
-        end },
-        { "block_n_within_n", function(p, s)
-          local block_n = p.TP_WARPS // p.TP_WPR * p.TP_ROWS
-          if block_n > 1 and block_n >= 2 * s.N then return "block_n " .. block_n .. " >= 2N" end
-          return true
-        end },
+        every_warp_has_k,
+        split_block_n_within_n,
         one_token,
       },
       grid = function(p, s) return { cdiv(s.N, p.TP_WARPS // p.TP_WPR * p.TP_ROWS), s.M, 1 } end,
@@ -162,10 +175,7 @@ return {
           return true
         end },
         pdl_needs_sm90,
-        { "wpr_divides_warps", function(p, s)
-          if p.TP_WARPS % p.TP_WPR ~= 0 then return "TP_WARPS % TP_WPR ~= 0" end
-          return true
-        end },
+        wpr_divides_warps,
         independent_warps,
         vec_divides_k, widest_vec,
         { "registers_for_loads", function(p, s)
@@ -175,15 +185,8 @@ return {
           return true
         end },
         unroll_within_k(nil),
-        { "every_warp_has_k", function(p, s)
-          if 32 * p.TP_WPR * p.TP_VEC > s.K then return "K too short for " .. p.TP_WPR .. " warps per row" end
-          return true
-        end },
-        { "block_n_within_n", function(p, s)
-          local block_n = p.TP_WARPS // p.TP_WPR * p.TP_ROWS
-          if block_n > 1 and block_n >= 2 * s.N then return "block_n " .. block_n .. " >= 2N" end
-          return true
-        end },
+        every_warp_has_k,
+        split_block_n_within_n,
       },
       grid = function(p, s) return { cdiv(s.N, p.TP_WARPS // p.TP_WPR * p.TP_ROWS), cdiv(s.M, p.TP_TOKENS), 1 } end,
       block = function(p, s) return { 32 * p.TP_WARPS, 1, 1 } end,
@@ -220,10 +223,7 @@ return {
           return true
         end },
         pdl_needs_sm90,
-        { "wpr_divides_warps", function(p, s)
-          if p.TP_WARPS % p.TP_WPR ~= 0 then return "TP_WARPS % TP_WPR ~= 0" end
-          return true
-        end },
+        wpr_divides_warps,
         independent_warps,
         vec_divides_k, widest_vec,
         { "registers_for_loads", function(p, s)
