@@ -9,6 +9,7 @@
 #include "devices.h"
 
 #include "autotune.h"
+#include "worker.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -144,21 +145,6 @@ typedef struct answer {
     int32_t disposition, item;
 } answer;
 
-static int write_all(int fd, const void *p, size_t n)
-{
-    const char *c = p;
-    while (n > 0) {
-        ssize_t k = write(fd, c, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        c += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
 /* 1: all n bytes; 0: end of file (or an error) first. */
 static int read_all(int fd, void *p, size_t n)
 {
@@ -205,7 +191,7 @@ static void worker_main(pool *pl, int me, int cmd, int res, pid_t parent)
         a.disposition = pl->work(pl->arg, me, item, pl->buf + sizeof a);
         memcpy(pl->buf, &a, sizeof a);
         fflush(NULL);
-        if (write_all(res, pl->buf, sizeof a + pl->result_size) != 0 || a.disposition != AT_POOL_NEXT)
+        if (at_worker_write_all(res, pl->buf, sizeof a + pl->result_size) != 0 || a.disposition != AT_POOL_NEXT)
             break;
     }
     fflush(NULL);
@@ -269,7 +255,7 @@ static void reap(pool *pl, int i, char *why, size_t n)
 static int hand_out(pool *pl, int i, int item)
 {
     int32_t v = item;
-    if (write_all(pl->s[i].cmd, &v, sizeof v) != 0)
+    if (at_worker_write_all(pl->s[i].cmd, &v, sizeof v) != 0)
         return 0;
     pl->s[i].item = item;
     return 1;

@@ -49,7 +49,7 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int write_all(int fd, const void *p, size_t n)
+int at_worker_write_all(int fd, const void *p, size_t n)
 {
     const char *c = p;
     while (n > 0) {
@@ -75,11 +75,11 @@ void at_worker_send(at_worker *w, int type, int row, const void *data, size_t le
     if (len <= sizeof small - HEADER) { /* one write: header and payload */
         if (len)
             memcpy(small + HEADER, data, len);
-        if (write_all(w->fd, small, HEADER + len) != 0)
+        if (at_worker_write_all(w->fd, small, HEADER + len) != 0)
             _exit(3); /* the parent is gone: nobody wants the results */
         return;
     }
-    if (write_all(w->fd, small, HEADER) != 0 || write_all(w->fd, data, len) != 0)
+    if (at_worker_write_all(w->fd, small, HEADER) != 0 || at_worker_write_all(w->fd, data, len) != 0)
         _exit(3);
 }
 
