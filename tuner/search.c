@@ -434,38 +434,16 @@ static void on_msg(void *arg, const at_worker_msg *m)
         r->end_seen = 1;
         r->end_rc = e->rc;
         snprintf(r->end_err, sizeof r->end_err, "%s", e->err);
-        const at_search_result *w = &e->res;
-        res->dev = w->dev;
-        res->harness_errors = w->harness_errors;
-        res->copies = w->copies;
-        res->working_set_mib = w->working_set_mib;
-        res->launches = w->launches;
-        res->groups = w->groups;
-        memcpy(res->baselines, w->baselines, sizeof res->baselines);
-        res->base_us = w->base_us;
-        res->base_min = w->base_min;
-        res->base_max = w->base_max;
-        res->base_stream_us = w->base_stream_us;
-        res->t_verify = w->t_verify;
-        res->t_time = w->t_time;
-        /* what the timing phase's strategy did (at_search_plan, at_search_phase_time) */
-        memcpy(res->search, w->search, sizeof res->search);
-        memcpy(res->search_from, w->search_from, sizeof res->search_from);
-        memcpy(res->effort, w->effort, sizeof res->effort);
-        res->budget = w->budget;
-        res->full_reps = w->full_reps;
-        res->final_reps = w->final_reps;
-        res->nmeasured = w->nmeasured;
-        res->nnot_measured = w->nnot_measured;
-        res->nwarm = w->nwarm;
-        res->nwarm_shapes = w->nwarm_shapes;
-        res->nfinal = w->nfinal;
-        res->cost_reps = w->cost_reps;
+        /* the worker was forked from this process's result and only added
+        ** to it: take all of it but the rows (kept up to date by MSG_ROW)
+        ** and the winner's cubin (after the message) */
+        at_search_row *rows = res->rows;
         at_winner_clear(&res->winner);
-        res->winner = w->winner;
+        *res = e->res;
+        res->rows = rows;
         res->winner.cubin = NULL;
         res->winner.cubin_size = 0;
-        size_t cb = w->winner.cubin_size;
+        size_t cb = e->res.winner.cubin_size;
         if (cb && m->len == sizeof *e + cb && (res->winner.cubin = malloc(cb)) != NULL) {
             memcpy(res->winner.cubin, (const unsigned char *)m->data + sizeof *e, cb);
             res->winner.cubin_size = cb;
