@@ -11,7 +11,7 @@
 
 /* The whole file in a malloc'ed buffer, NUL-terminated when read in full;
 ** *size is 0 when it could not be read (NULL if it could not be opened). */
-static unsigned char *tt_slurp(const char *path, size_t *size)
+static inline unsigned char *tt_slurp(const char *path, size_t *size)
 {
     FILE *f = fopen(path, "rb");
     unsigned char *buf = NULL;
@@ -31,7 +31,7 @@ static unsigned char *tt_slurp(const char *path, size_t *size)
 }
 
 /* Writes size bytes to path (replacing it): 0, or -1 on any failure. */
-static int tt_spit(const char *path, const void *data, size_t size)
+static inline int tt_spit(const char *path, const void *data, size_t size)
 {
     FILE *f = fopen(path, "wb");
     if (!f)

@@ -9,6 +9,7 @@
 #include "json.h"
 #include "table.h"
 #include "tinytest.h"
+#include "test_files.h"
 
 #include <dirent.h>
 #include <ftw.h>
@@ -30,21 +31,7 @@ static const char *tpath(char *buf, size_t len, const char *name)
 /* Whole file, NUL-terminated, malloc'ed (NULL if unreadable). */
 static char *slurp(const char *path, size_t *size)
 {
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    long n;
-    *size = 0;
-    if (!f)
-        return NULL;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
-        buf = malloc((size_t)n + 1);
-        if (buf && fread(buf, 1, (size_t)n, f) == (size_t)n) {
-            buf[n] = '\0';
-            *size = (size_t)n;
-        }
-    }
-    fclose(f);
-    return buf;
+    return (char *)tt_slurp(path, size);
 }
 
 static int spit(const char *path, const char *text)
