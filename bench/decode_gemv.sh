@@ -6,6 +6,11 @@
 # Usage: bench/decode_gemv.sh [AUTOTUNE] [DB] [DTYPE...]
 # Env: SHAPES (default: the seven Qwen3.5-2B shapes), BENCH_OUT (JSON folder).
 set -uo pipefail
+# BENCH_RESUME=1 keeps a shape whose JSON from an earlier call is complete
+kept() {
+  [ -n "${BENCH_RESUME:-}" ] && python3 -c 'import json, sys
+sys.exit(json.load(open(sys.argv[1])).get("status", 1))' "$1" 2>/dev/null
+}
 bin=${1:-build/autotune}
 db=${2:-/tmp/autotune-bench.db}
 shift $(( $# > 2 ? 2 : $# )) || true
@@ -15,8 +20,10 @@ out=${BENCH_OUT:-$(mktemp -d)}
 mkdir -p "$out"
 for dt in $dtypes; do
   for s in $shapes; do
-    "$bin" --op gemv --shape "$s" --dtype "$dt" --db "$db" --force --json --quiet >"$out/$dt-$s.json"
-    rc=$?
+    if kept "$out/$dt-$s.json"; then rc=0; else
+      "$bin" --op gemv --shape "$s" --dtype "$dt" --db "$db" --force --json --quiet >"$out/$dt-$s.json"
+      rc=$?
+    fi
     # one line as soon as each shape is done, so a run cut short still reports
     python3 -c 'import json, sys
 d = json.load(open(sys.argv[1])); w, b = d["winner"], d["baseline"]

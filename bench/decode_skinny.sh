@@ -10,6 +10,11 @@
 # "2 4 8 16"), M1_FORCE=1 (retune M=1 too; default: the cached M=1 answer
 # when DB has one, e.g. from bench/decode_gemv.sh), BENCH_OUT (JSON folder).
 set -uo pipefail
+# BENCH_RESUME=1 keeps a shape whose JSON from an earlier call is complete
+kept() {
+  [ -n "${BENCH_RESUME:-}" ] && python3 -c 'import json, sys
+sys.exit(json.load(open(sys.argv[1])).get("status", 1))' "$1" 2>/dev/null
+}
 bin=${1:-build/autotune}
 db=${2:-/tmp/autotune-bench.db}
 shift $(( $# > 2 ? 2 : $# )) || true
@@ -25,8 +30,10 @@ for dt in $dtypes; do
     for m in 1 $ms; do
       f=--force
       [ "$m" = 1 ] && f=$m1force
-      "$bin" --op gemv --shape "${m}x$s" --dtype "$dt" --db "$db" $f --json --quiet >"$out/$dt-${m}x$s.json"
-      rc=$?
+      if kept "$out/$dt-${m}x$s.json"; then rc=0; else
+        "$bin" --op gemv --shape "${m}x$s" --dtype "$dt" --db "$db" $f --json --quiet >"$out/$dt-${m}x$s.json"
+        rc=$?
+      fi
       # one line as soon as each shape is done, so a run cut short still reports
       python3 -c 'import json, sys
 d = json.load(open(sys.argv[1])); w, b = d["winner"], d["baseline"]

@@ -23,6 +23,8 @@ out=${OUT:-/tmp/autotune-gpu-check}
 work=/tmp/autotune-gpu-check
 db=${GPU_CHECK_DB:-$work/bench.db}
 mkdir -p "$out" "$work"
+# a second call on the same warm machine goes on where the first stopped
+export BENCH_RESUME=${BENCH_RESUME:-1}
 echo "== commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
 for stage in $stages; do
