@@ -338,10 +338,16 @@ void at_nvrtc_common_options(at_dtype dtype, int arch, char *buf, size_t len);
 ** file and renamed, so a reader never sees half a cubin). Compile failures
 ** are not cached. A cache folder that cannot be used is ignored. */
 int at_nvrtc_compile(at_compile_job *job);
-/* Compiles jobs[0..n) on `threads` threads (0 = all cores). `progress`, if
-** not NULL, is called from the calling thread as jobs finish. */
+/* Compiles jobs[0..n) on `threads` threads (0 = all cores) in a child
+** process (compile_proc.c): NVRTC never runs in the caller's process, since
+** a process that ran NVRTC forks GPU workers whose cuInit fails (seen on
+** the H200, CUDA 13.0, driver 580). `progress`, if not NULL, is called from
+** the calling thread as jobs finish. */
 int at_nvrtc_compile_all(at_compile_job *jobs, int n, int threads,
                          void (*progress)(void *arg, int done, int total), void *arg);
+/* The same in this process (the child's half of at_nvrtc_compile_all). */
+int at_nvrtc_compile_threads(at_compile_job *jobs, int n, int threads,
+                             void (*progress)(void *arg, int done, int total), void *arg);
 void at_compile_job_clear(at_compile_job *job);
 
 /* ---------------------------------------------------------------- search */

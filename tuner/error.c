@@ -7,6 +7,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char last_error[1024];
 
@@ -14,10 +15,12 @@ const char *at_errmsg(void) { return last_error; }
 
 int at_fail(int status, const char *fmt, ...)
 {
+    char msg[sizeof last_error]; /* the arguments may be at_errmsg() itself */
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(last_error, msg, sizeof msg);
     return status;
 }
 

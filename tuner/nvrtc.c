@@ -272,8 +272,8 @@ static void *worker(void *arg)
     }
 }
 
-int at_nvrtc_compile_all(at_compile_job *jobs, int n, int threads,
-                         void (*progress)(void *arg, int done, int total), void *arg)
+int at_nvrtc_compile_threads(at_compile_job *jobs, int n, int threads,
+                             void (*progress)(void *arg, int done, int total), void *arg)
 {
     pool p = {.jobs = jobs, .n = n};
     pthread_t tid[256];
