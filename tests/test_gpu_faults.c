@@ -45,12 +45,14 @@ static void fresh_db(char *buf, size_t n, const char *tag)
     remove(p);
 }
 
-/* The JSON row of TP_FAULT=f, from its opening brace ("" if absent). */
+/* The candidate row of TP_FAULT=f, from its params ("" if absent). Only
+** the "candidates" array counts: "best_without_pdl" names params too. */
 static const char *row_of(const char *json, int f, char *buf, size_t n)
 {
     char key[64];
+    const char *rows = strstr(json, "\"candidates\":[");
     snprintf(key, sizeof key, "\"params\":\"TP_FAULT=%d TP_THREADS=128\"", f);
-    const char *p = strstr(json, key), *e;
+    const char *p = rows ? strstr(rows, key) : NULL, *e;
     buf[0] = '\0';
     if (!p)
         return buf;
