@@ -25,7 +25,8 @@ db=${GPU_CHECK_DB:-$work/bench.db}
 mkdir -p "$out" "$work"
 # a second call on the same warm machine goes on where the first stopped
 export BENCH_RESUME=${BENCH_RESUME:-1}
-echo "== commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+# the build's own stamp first: the machine's copy of .git may be older
+echo "== build $(cat "$build/source_commit.txt" 2>/dev/null || echo '?'), tree $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null
 for stage in $stages; do
   t0=$(date +%s)
@@ -46,6 +47,13 @@ for stage in $stages; do
   skinny)
     BENCH_OUT="$work/skinny" bench/decode_skinny.sh "$build/autotune" "$db" bf16 2>&1 | tee "$out/bench_skinny.txt" ;;
   engine)
+    # the engine needs tuned GEMVs and its norm in $db: a fresh machine has none
+    if [ ! -f "$db" ]; then
+      echo "== engine: no $db on this machine: tuning the GEMVs and the engine's norm first"
+      BENCH_OUT="$work/gemv" bench/decode_gemv.sh "$build/autotune" "$db" bf16 2>&1 | tee "$out/bench_gemv.txt"
+      OPS=add_gemma_rmsnorm TS=1 HS=2048 BENCH_OUT="$work/norm" \
+        bench/decode_norm.sh "$build/autotune" "$db" bf16 2>&1 | tee "$out/bench_norm.txt"
+    fi
     OUT="$work/engine" bench/atk_check.sh "$build" "$db" 2>&1 | tee "$out/engine.txt" ;;
   *)
     echo "gpu_check: unknown stage '$stage' (tests gemv norm skinny engine all)" >&2
