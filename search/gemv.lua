@@ -109,7 +109,7 @@ return {
         { "TP_PDL",    { 0, 1 } },
       },
       constraints = {
-        pdl_needs_sm90, vec_divides_k, widest_vec, registers_for_loads, unroll_within_k(1),
+        bf16_needs_sm80, pdl_needs_sm90, vec_divides_k, widest_vec, registers_for_loads, unroll_within_k(1),
         { "block_n_within_n", function(p, s)
           -- a block whose rows mostly fall past N wastes its warps
           local block_n = p.TP_WARPS * p.TP_ROWS
@@ -135,7 +135,7 @@ return {
         { "TP_PDL",    { 0, 1 } },
       },
       constraints = {
-        pdl_needs_sm90,
+        bf16_needs_sm80, pdl_needs_sm90,
         { "wpr_divides_warps", function(p, s) return p.TP_WARPS % p.TP_WPR == 0 end },
         vec_divides_k, widest_vec, registers_for_loads, unroll_within_k(nil),
         every_warp_has_k,

@@ -2,12 +2,16 @@
 ** test_nvrtc.c — compilation without a GPU: every candidate of the default
 ** GEMV space compiles for sm_89 and sm_90 (bf16 and fp16, and on shapes
 ** whose K forces narrower vectors), with ptxas resource use read back; a
-** template that does not compile becomes a recorded compile-fail result.
+** template that does not compile becomes a recorded compile-fail result;
+** the compiling happens in a child process, never in the caller's.
 */
 #include "autotune.h"
 #include "tinytest.h"
 
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static int dry_run(const char *shape, at_dtype dtype, int arch, const char *spec, const char *tpl,
                    at_search_result *res)
@@ -18,6 +22,80 @@ static int dry_run(const char *shape, at_dtype dtype, int arch, const char *spec
     if (rc != AT_OK)
         return rc;
     return at_search_run(&o, res);
+}
+
+static const char TINY_KERNEL[] =
+    "extern \"C\" __global__ void k(float *y) { y[threadIdx.x] = 2.0f * TP_A; }\n";
+
+static at_compile_job tiny_job(int a)
+{
+    at_compile_job j;
+    memset(&j, 0, sizeof j);
+    j.name = "tiny.cu";
+    j.source = TINY_KERNEL;
+    snprintf(j.options, sizeof j.options, "-DTP_A=%d", a);
+    j.arch = 90;
+    j.dtype = AT_BF16;
+    return j;
+}
+
+/* Whether NVRTC's builtins library (loaded by the first compile) is mapped
+** into this process. */
+static int nvrtc_builtins_mapped(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[1024];
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f))
+        found = strstr(line, "nvrtc-builtins") != NULL;
+    if (f)
+        fclose(f);
+    return found;
+}
+
+/* at_nvrtc_compile_all compiles in a child: the results (cubin, log,
+** registers) come back, and NVRTC never ran here, which is what keeps
+** the GPU workers forked later able to cuInit (seen on the H200). Must run
+** before anything else in this program compiles in-process. */
+static void compile_all_runs_nvrtc_in_a_child(void)
+{
+    at_compile_job jobs[3] = {tiny_job(1), tiny_job(2), tiny_job(3)};
+    CHECK(!nvrtc_builtins_mapped());
+    CHECK_EQ_INT(at_nvrtc_compile_all(jobs, 3, 2, NULL, NULL), AT_OK);
+    for (int i = 0; i < 3; i++) {
+        CHECK(jobs[i].done && jobs[i].ok && !jobs[i].cached);
+        CHECK(jobs[i].cubin != NULL && jobs[i].cubin_size > 0);
+        CHECK(jobs[i].log != NULL && jobs[i].regs > 0);
+    }
+    CHECK(!nvrtc_builtins_mapped());
+    /* the probe can see an in-process compile: do one in a child of ours */
+    pid_t pid = fork();
+    if (pid == 0) {
+        at_compile_job j = tiny_job(4);
+        int ok = at_nvrtc_compile_threads(&j, 1, 1, NULL, NULL) == AT_OK && j.ok;
+        _exit(ok && nvrtc_builtins_mapped() ? 0 : 1);
+    }
+    int st = 0;
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    for (int i = 0; i < 3; i++)
+        at_compile_job_clear(&jobs[i]);
+}
+
+/* A stop flag already set: no job runs, each comes back not done; a flag
+** left clear compiles all. */
+static void compile_all_honours_the_stop_flag(void)
+{
+    volatile int stop = 1;
+    at_compile_job jobs[2] = {tiny_job(5), tiny_job(6)};
+    jobs[0].stop = jobs[1].stop = &stop;
+    CHECK_EQ_INT(at_nvrtc_compile_all(jobs, 2, 2, NULL, NULL), AT_OK);
+    CHECK(!jobs[0].done && !jobs[1].done && !jobs[0].ok && !jobs[1].ok);
+    stop = 0;
+    CHECK_EQ_INT(at_nvrtc_compile_all(jobs, 2, 2, NULL, NULL), AT_OK);
+    CHECK(jobs[0].done && jobs[0].ok && jobs[1].done && jobs[1].ok);
+    for (int i = 0; i < 2; i++)
+        at_compile_job_clear(&jobs[i]);
 }
 
 /* Every live candidate compiled, none failed, registers reported. */
@@ -133,6 +211,8 @@ static void template_escape_refused(void)
 
 int main(void)
 {
+    TT_RUN(compile_all_runs_nvrtc_in_a_child); /* first: nothing compiled here yet */
+    TT_RUN(compile_all_honours_the_stop_flag);
     TT_RUN(template_escape_refused);
     TT_RUN(cubin_cache_hits_and_misses);
     TT_RUN(compile_failure_is_a_result);

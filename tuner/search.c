@@ -285,6 +285,43 @@ static int phase_compile(run *r)
     return rc;
 }
 
+/* "by NAME (count), ..." for the three constraints that pruned the most
+** candidates, so a space that is empty for this shape says why. */
+static void top_prune_names(const at_search_result *res, char *buf, size_t len)
+{
+    enum { MAXN = 64 };
+    char names[MAXN][64];
+    int counts[MAXN], n = 0;
+    for (int i = 0; i < res->nrows; i++) {
+        char name[64];
+        const char *reason = res->rows[i].trial.reason;
+        size_t k = strcspn(reason, ":");
+        snprintf(name, sizeof name, "%.*s", (int)(k < sizeof name ? k : sizeof name - 1), reason);
+        int j = 0;
+        while (j < n && strcmp(names[j], name) != 0)
+            j++;
+        if (j == n && n < MAXN) {
+            copy_str(names[n], sizeof names[n], name);
+            counts[n++] = 0;
+        }
+        if (j < n)
+            counts[j]++;
+    }
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int shown = 0; shown < 3 && shown < n; shown++) {
+        int best = 0;
+        for (int j = 1; j < n; j++)
+            if (counts[j] > counts[best])
+                best = j;
+        int w = snprintf(buf + used, len - used, "%s%s %d", shown ? ", " : "by ", names[best], counts[best]);
+        if (w < 0 || (size_t)w >= len - used)
+            break;
+        used += (size_t)w;
+        counts[best] = -1;
+    }
+}
+
 static int make_rows(run *r, const at_problem *pb)
 {
     at_search_result *res = r->res;
@@ -315,9 +352,12 @@ static int make_rows(run *r, const at_problem *pb)
         }
     }
     free(cands);
-    if (res->npruned == n)
-        return at_fail(AT_ERR_SPEC, "%s: every one of the %d candidates was pruned for shape %s",
-                       r->o->spec_path, n, res->key.shape);
+    if (res->npruned == n) {
+        char why[256];
+        top_prune_names(res, why, sizeof why);
+        return at_fail(AT_ERR_SPEC, "%s: every one of the %d candidates was pruned for shape %s (%s)",
+                       r->o->spec_path, n, res->key.shape, why);
+    }
     return AT_OK;
 }
 
