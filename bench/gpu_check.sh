@@ -10,14 +10,26 @@
 #   gemv    bench/decode_gemv.sh, M=1, bf16 (7 shapes)
 #   norm    bench/decode_norm.sh, bf16 (4 ops x 12 shapes)
 #   skinny  bench/decode_skinny.sh, M in {2,4,8,16}, bf16 (reuses gemv's M=1)
-#   engine  bench/atk_check.sh (atk tests + the decode engine on the gemv db)
+#   engine  bench/atk_check.sh (atk tests + the decode engine on the gemv db;
+#           tunes the GEMVs and the engine's norm first on a fresh machine)
+#   strategies  bench/strategies.sh: halving, random, anneal vs exhaustive, M=1
+#   suite   bench/suite_time.sh: the Qwen3.5-2B M=1 suite cold, then warm
 #   all     every stage above, in that order
+# Env: DTYPES (gemv and skinny stages; default bf16, e.g. "bf16 fp16").
 # Example (device tool): bench/gpu_check.sh build-gpu tests
 set -uo pipefail
 build=${1:-build}
 shift || true
 stages=${*:-tests}
-[ "$stages" = all ] && stages="tests gemv norm skinny engine"
+[ "$stages" = all ] && stages="tests gemv norm skinny engine strategies suite"
+dtypes=${DTYPES:-bf16}
+for stage in $stages; do # a typo should not cost a machine's minutes first
+  case " tests gemv norm skinny engine strategies suite " in
+  *" $stage "*) ;;
+  *) echo "gpu_check: unknown stage '$stage' (tests gemv norm skinny engine strategies suite all)" >&2
+     exit 2 ;;
+  esac
+done
 out=${OUT:-/tmp/autotune-gpu-check}
 # the per-shape JSON stays on the machine ($OUT brings back at most 8 files)
 work=/tmp/autotune-gpu-check
@@ -41,11 +53,11 @@ for stage in $stages; do
     done
     ;;
   gemv)
-    BENCH_OUT="$work/gemv" bench/decode_gemv.sh "$build/autotune" "$db" bf16 2>&1 | tee "$out/bench_gemv.txt" ;;
+    BENCH_OUT="$work/gemv" bench/decode_gemv.sh "$build/autotune" "$db" $dtypes 2>&1 | tee "$out/bench_gemv.txt" ;;
   norm)
     BENCH_OUT="$work/norm" bench/decode_norm.sh "$build/autotune" "$db" bf16 2>&1 | tee "$out/bench_norm.txt" ;;
   skinny)
-    BENCH_OUT="$work/skinny" bench/decode_skinny.sh "$build/autotune" "$db" bf16 2>&1 | tee "$out/bench_skinny.txt" ;;
+    BENCH_OUT="$work/skinny" bench/decode_skinny.sh "$build/autotune" "$db" $dtypes 2>&1 | tee "$out/bench_skinny.txt" ;;
   engine)
     # the engine needs tuned GEMVs and its norm in $db: a fresh machine has none
     if [ ! -f "$db" ]; then
@@ -55,8 +67,12 @@ for stage in $stages; do
         bench/decode_norm.sh "$build/autotune" "$db" bf16 2>&1 | tee "$out/bench_norm.txt"
     fi
     OUT="$work/engine" bench/atk_check.sh "$build" "$db" 2>&1 | tee "$out/engine.txt" ;;
+  strategies)
+    bench/strategies.sh "$build/autotune" "$work/strategies" bf16 2>&1 | tee "$out/bench_strategies.txt" ;;
+  suite)
+    bench/suite_time.sh "$build/autotune" "$work/suite" bf16 2>&1 | tee "$out/bench_suite.txt" ;;
   *)
-    echo "gpu_check: unknown stage '$stage' (tests gemv norm skinny engine all)" >&2
+    echo "gpu_check: unknown stage '$stage' (tests gemv norm skinny engine strategies suite all)" >&2
     exit 2 ;;
   esac
   echo "== stage $stage: $(($(date +%s) - t0)) s"
