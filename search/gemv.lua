@@ -2,8 +2,9 @@
 -- At M = 1 two strategies (measured on the H200): warp_row (a warp owns
 -- TP_ROWS rows and all of K) and splitk (TP_WPR warps share a row group's
 -- K, reduced in shared memory). At M = 2..16, two that read each weight
--- once for all tokens (not yet run on a GPU): multi_token (CUDA cores,
--- TP_TOKENS tokens' sums per thread; M = 2..4) and mma (tensor cores,
+-- once for all tokens (both ran on the H200, M = 2..17):
+-- multi_token (CUDA cores, TP_TOKENS tokens' sums per thread; M = 2..8, its
+-- TP_TOKENS=8 for M = 5..8 not yet run on a GPU) and mma (tensor cores,
 -- mma.sync m16n8k16 with W rows on the MMA's M side, tokens on its N side).
 -- Parameter names are the templates' TP_* macros; constraints are named so a
 -- pruned candidate says why. Runs sandboxed: no io, os, require.
@@ -77,7 +78,7 @@ local independent_warps = { "independent_warps", function(p, s)
   return true
 end }
 
-local MULTI_TOKEN_MAX_M = 4 -- beyond: the mma strategy alone
+local MULTI_TOKEN_MAX_M = 8 -- beyond: the mma strategy alone
 
 -- [MMA_KSTEP] mma: elements of K per step, AT_MMA_KSTEP in common/mma.cuh
 local function mma_kstep(p) return p.TP_VEC == 8 and 32 or 16 end
@@ -146,7 +147,7 @@ return {
       block = function(p, s) return { 32 * p.TP_WARPS, 1, 1 } end,
     },
     {
-      -- CUDA cores, TP_TOKENS tokens per block (not yet run on a GPU)
+      -- CUDA cores, TP_TOKENS tokens per block
       name = "multi_token",
       template = "gemv/gemv_multi_token.cu",
       kernel = "gemv_multi_token",
@@ -154,7 +155,7 @@ return {
         { "TP_WARPS",  { 4, 8 } },
         { "TP_WPR",    { 1, 2, 4 } },
         { "TP_ROWS",   { 1, 2, 4 } },
-        { "TP_TOKENS", { 2, 4 } },
+        { "TP_TOKENS", { 2, 4, 8 } }, -- 8: M = 5..8, not yet run on a GPU
         { "TP_VEC",    { 8, 4, 2, 1 } },
         { "TP_UNROLL", { 1, 2 } },
         { "TP_CACHE",  { 1 } }, -- won 9 of the 14 M=1 shapes on the H200 (2 the rest, 0 none)
@@ -170,7 +171,7 @@ return {
         bf16_needs_sm80,
         { "tokens_cover_m", function(p, s)
           -- the smallest TP_TOKENS that holds M: each weight read once
-          local want = s.M <= 2 and 2 or 4
+          local want = s.M <= 2 and 2 or (s.M <= 4 and 4 or 8)
           if p.TP_TOKENS ~= want then return "M=" .. s.M .. " takes TP_TOKENS=" .. want end
           return true
         end },
@@ -192,7 +193,7 @@ return {
       block = function(p, s) return { 32 * p.TP_WARPS, 1, 1 } end,
     },
     {
-      -- tensor cores, 16 rows x 8 tokens per mma (not yet run on a GPU)
+      -- tensor cores, 16 rows x 8 tokens per mma
       name = "mma",
       template = "gemv/gemv_mma.cu",
       kernel = "gemv_mma",

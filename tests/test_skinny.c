@@ -558,7 +558,7 @@ static void live_counts_dtype(const char *shape, int arch, at_dtype dtype, int l
 
 static void live_counts(const char *shape, int arch, int live[4]) { live_counts_dtype(shape, arch, AT_BF16, live); }
 
-/* M=1: only the measured strategies; M = 2..4: multi_token and mma; M > 4:
+/* M=1: only the measured strategies; M = 2..8: multi_token and mma; M > 8:
 ** mma alone (sm_80+); a few hundred live candidates at most. */
 static void strategies_by_m(void)
 {
@@ -568,7 +568,7 @@ static void strategies_by_m(void)
         int mt, mma; /* expect multi_token / mma live */
     } cases[] = {
         {"2x2048x8192", 90, 1, 1},   {"3x2048x5120", 80, 1, 1},    {"4x2048x2048", 89, 1, 1},
-        {"5x2048x8192", 90, 0, 1},   {"8x2048x12288", 89, 0, 1},   {"9x6144x2048", 90, 0, 1},
+        {"5x2048x8192", 90, 1, 1},   {"8x2048x12288", 89, 1, 1},   {"9x6144x2048", 90, 0, 1},
         {"16x2048x32", 90, 0, 1},    {"16x2048x248320", 80, 0, 1}, {"17x2048x8192", 90, 0, 1},
         {"3x2051x333", 90, 1, 1},    {"16x2050x77", 89, 0, 1},     {"4x2052x100", 75, 0, 0},
     };
@@ -676,16 +676,16 @@ static void compile_distinct(const char *const *shapes, int nshapes, int arch, a
     at_spec_free(spec);
 }
 
-/* M = 2 (TP_TOKENS=2), 4 (TP_TOKENS=4) and 16 (TP_NT=2) together hold
-** every distinct live candidate at K = 2048 (TP_VEC = 8). */
-static const char *const wide[] = {"2x2048x8192", "4x2048x8192", "16x2048x8192"};
+/* M = 2 (TP_TOKENS=2), 4 (TP_TOKENS=4), 8 (TP_TOKENS=8) and 16 (TP_NT=2)
+** together hold every distinct live candidate at K = 2048 (TP_VEC = 8). */
+static const char *const wide[] = {"2x2048x8192", "4x2048x8192", "8x2048x8192", "16x2048x8192"};
 
-static void compiles_sm90_bf16(void) { compile_distinct(wide, 3, 90, AT_BF16); }
-static void compiles_sm90_fp16(void) { compile_distinct(wide, 3, 90, AT_FP16); }
-static void compiles_sm89_bf16(void) { compile_distinct(wide, 3, 89, AT_BF16); }
-static void compiles_sm89_fp16(void) { compile_distinct(wide, 3, 89, AT_FP16); }
-static void compiles_sm80_bf16(void) { compile_distinct(wide, 3, 80, AT_BF16); }
-static void compiles_sm80_fp16(void) { compile_distinct(wide, 3, 80, AT_FP16); }
+static void compiles_sm90_bf16(void) { compile_distinct(wide, 4, 90, AT_BF16); }
+static void compiles_sm90_fp16(void) { compile_distinct(wide, 4, 90, AT_FP16); }
+static void compiles_sm89_bf16(void) { compile_distinct(wide, 4, 89, AT_BF16); }
+static void compiles_sm89_fp16(void) { compile_distinct(wide, 4, 89, AT_FP16); }
+static void compiles_sm80_bf16(void) { compile_distinct(wide, 4, 80, AT_BF16); }
+static void compiles_sm80_fp16(void) { compile_distinct(wide, 4, 80, AT_FP16); }
 
 /* K that forces narrower vectors (other k-group code), one M and one
 ** arch/dtype each, as test_nvrtc.c does for M=1. */

@@ -2,7 +2,7 @@
 ** gemv/gemv_multi_token.cu — y[m,n] = sum_k x[m,k] * W[n,k] for a few
 ** tokens on CUDA cores: each thread keeps TP_TOKENS tokens' partial sums
 ** for its TP_ROWS rows, so every weight vector is loaded once and used
-** TP_TOKENS times (good for M = 2..4). TP_WPR warps split each row group's
+** TP_TOKENS times (meant for M = 2..8). TP_WPR warps split each row group's
 ** K (1: a warp walks all of K, no shared memory); partial sums meet in
 ** shared memory. Grid: (ceil(N / block_n), ceil(M / TP_TOKENS)); a block's
 ** tokens past M read token M-1 and store nothing. fp32 accumulation; any
