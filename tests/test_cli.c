@@ -324,6 +324,32 @@ static void spilling_candidates_are_not_timed(void)
     remove("/tmp/at_spec_spill_bad.lua");
 }
 
+/* min_occupancy: a compiled candidate estimated below it is reported
+** pruned with the estimate and not timed; every compiled one carries its
+** occupancy in --json; a value outside 0..1 is a spec error. */
+static void low_occupancy_candidates_are_not_timed(void)
+{
+    static cli_out o;
+    cli_run(SPILL_ARGS "--spec tests/fixtures/spec_occupancy.lua --json", &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "\"min_occupancy\":0.75,\"occupancy_rejected\":1}");
+    CHECK_STR_HAS(o.out, "\"params\":\"TP_LIVE=4 TP_THREADS=32\",\"state\":\"pruned\","
+                         "\"reason\":\"min_occupancy: estimated occupancy 0.50 < 0.75");
+    CHECK_STR_HAS(o.out, "32 threads");
+    CHECK_STR_HAS(o.out, "32 blocks per SM");
+    const char *big = strstr(o.out, "\"params\":\"TP_LIVE=4 TP_THREADS=1024\",\"state\":\"ok\"");
+    CHECK(big != NULL);
+    CHECK(big && strstr(big, "\"occupancy\":1.000") != NULL);
+    cli_run(SPILL_ARGS "--spec tests/fixtures/spec_occupancy.lua --quiet", &o);
+    CHECK_STR_HAS(o.out, "1 below min_occupancy 0.75");
+    CHECK(system("sed 's/min_occupancy = 0.75/min_occupancy = 1.5/' tests/fixtures/spec_occupancy.lua "
+                 ">/tmp/at_spec_occ_bad.lua") == 0);
+    cli_run(SPILL_ARGS "--spec /tmp/at_spec_occ_bad.lua", &o);
+    CHECK_EQ_INT(o.code, 3);
+    CHECK_STR_HAS(o.err, "min_occupancy must be a number from 0 to 1 (got 1.5)");
+    remove("/tmp/at_spec_occ_bad.lua");
+}
+
 int main(void)
 {
     TT_RUN(help_documents_options_and_exit_codes);
@@ -338,5 +364,6 @@ int main(void)
     TT_RUN(dry_run_reports_time_breakdown);
     TT_RUN(strategy_precedence_through_the_cli);
     TT_RUN(spilling_candidates_are_not_timed);
+    TT_RUN(low_occupancy_candidates_are_not_timed);
     return TT_DONE();
 }

@@ -137,6 +137,14 @@ const char *at_spec_search_strategy(const at_spec *spec);
 ** candidates that spill registers may still be timed; 0 (the default) when
 ** they are rejected after compiling (state "spills"). */
 int at_spec_allow_spills(const at_spec *spec);
+/* min_occupancy = 0.25: a compiled candidate whose estimated occupancy
+** (at_occupancy) is below it is not verified or timed; 0 when not set. */
+double at_spec_min_occupancy(const at_spec *spec);
+/* The theoretical occupancy (resident warps per SM / the most an SM holds,
+** 0..1) of a kernel with this block size, registers per thread and shared
+** memory per block (static + dynamic) on sm_<arch>, and the resident blocks
+** per SM; 0 for an unknown architecture (< sm_70) or impossible inputs. */
+double at_occupancy(int arch, int threads_per_block, int regs, int smem_bytes, int *blocks_per_sm);
 /* Lower-case hex sha256 of the spec's source text, as loaded. */
 const char *at_spec_sha256(const at_spec *spec);
 int at_spec_nstrategies(const at_spec *spec);
@@ -225,6 +233,7 @@ typedef struct at_trial {
     double stream_us;   /* back-to-back stream launches, 0 if not measured */
     double rel_err;     /* ||y-ref||/||ref|| from the correctness gate */
     int regs, spill_bytes, smem_bytes;
+    double occupancy;   /* at_occupancy's estimate once compiled; 0 unknown */
 } at_trial;
 
 /* The stored answer for one key: a generated kernel or the baseline. */
@@ -442,6 +451,8 @@ typedef struct at_search_result {
     long long cost_reps;    /* replays the strategy spent (each also replays baseline 0) */
     int spills_allowed;     /* the spec's allow_spills: spilling candidates are timed */
     int nspills_rejected;   /* candidates not timed because they spill */
+    double min_occupancy;   /* the spec's min_occupancy (0: none) */
+    int noccupancy_rejected; /* compiled, not timed: below min_occupancy */
     /* added with crash isolation (issue 6) */
     int ntimeout;        /* candidates that ran past their time limit (state timeout) */
 } at_search_result;

@@ -84,6 +84,8 @@ static void space_line(FILE *f, const at_search_result *r)
             r->ncand, r->npruned, r->ncompiled, r->ncompile_failed);
     if (r->nspills) /* [SPILLS] search.c sets the state */
         fprintf(f, ", %d spill%s", r->nspills, r->spills_allowed ? ", timed: allow_spills" : " not timed");
+    if (r->noccupancy_rejected)
+        fprintf(f, ", %d below min_occupancy %.2f", r->noccupancy_rejected, r->min_occupancy);
     if (r->ncompile_cached)
         fprintf(f, ", %d from the cubin cache", r->ncompile_cached);
     fputc(')', f);
@@ -187,8 +189,8 @@ static void dry_rows(FILE *f, const at_search_result *r)
         else if (t->reason[0]) /* never compiled (interrupted) */
             fprintf(f, "  %-9s %-52s %-14s %s\n", t->strategy, t->params, "-", t->reason);
         else
-            fprintf(f, "  %-9s %-52s %-14s %d regs, %d B spill, %d B smem\n", t->strategy, t->params,
-                    "compiled", t->regs, t->spill_bytes, t->smem_bytes);
+            fprintf(f, "  %-9s %-52s %-14s %d regs, %d B spill, %d B smem, occupancy %.2f\n", t->strategy,
+                    t->params, "compiled", t->regs, t->spill_bytes, t->smem_bytes, t->occupancy);
     }
 }
 
@@ -347,8 +349,9 @@ static void jtrial(FILE *f, const at_search_row *row)
     jnum(f, "gbps", "%.1f", row->gbps);
     jnum(f, "vs_baseline", "%.4f", row->ratio);
     jnum(f, "rel_err", "%.3g", t->rel_err);
-    fprintf(f, ",\"regs\":%d,\"spill_bytes\":%d,\"smem_bytes\":%d,\"reps\":%d,\"final\":%s}", t->regs,
-            t->spill_bytes, t->smem_bytes, row->reps, row->final ? "true" : "false");
+    fprintf(f, ",\"regs\":%d,\"spill_bytes\":%d,\"smem_bytes\":%d", t->regs, t->spill_bytes, t->smem_bytes);
+    jnum(f, "occupancy", "%.3f", t->occupancy);
+    fprintf(f, ",\"reps\":%d,\"final\":%s}", row->reps, row->final ? "true" : "false");
 }
 
 void at_report_json(FILE *f, const at_search_opts *o, const at_search_result *r, const char *db_path,
@@ -378,10 +381,11 @@ void at_report_json(FILE *f, const at_search_opts *o, const at_search_result *r,
             r->dev.copy_gbps, r->dev.empty_us);
     fprintf(f, ",\"space\":{\"candidates\":%d,\"pruned\":%d,\"compiled\":%d,\"compile_failed\":%d,"
                "\"compile_cached\":%d,\"spills\":%d,\"spills_rejected\":%d,\"spills_allowed\":%s,\"correct\":%d,"
-               "\"wrong\":%d,\"crashed\":%d,\"timeout\":%d,\"skipped\":%d}",
+               "\"wrong\":%d,\"crashed\":%d,\"timeout\":%d,\"skipped\":%d,\"min_occupancy\":%.2f,"
+               "\"occupancy_rejected\":%d}",
             r->ncand, r->npruned, r->ncompiled, r->ncompile_failed, r->ncompile_cached, r->nspills,
             r->nspills_rejected, r->spills_allowed ? "true" : "false", r->ncorrect, r->nwrong, r->ncrashed,
-            r->ntimeout, r->nskipped);
+            r->ntimeout, r->nskipped, r->min_occupancy, r->noccupancy_rejected);
     fputs(",\"search\":{\"strategy\":", f);
     jstr(f, r->search);
     fputs(",\"from\":", f);

@@ -184,7 +184,8 @@ int at_search_plan(run *r, int n)
 
 /* Phase: compile every live candidate (skipping ones the cache already
 ** knows failed), record compile failures; a candidate that spills is not
-** timed unless the spec says allow_spills = true. */
+** timed unless the spec says allow_spills = true, nor one whose estimated
+** occupancy is below the spec's min_occupancy. */
 static int phase_compile(run *r)
 {
     at_search_result *res = r->res;
@@ -194,6 +195,7 @@ static int phase_compile(run *r)
     int *idx;
     double t0 = now_s();
     res->spills_allowed = at_spec_allow_spills(r->spec);
+    res->min_occupancy = at_spec_min_occupancy(r->spec);
     list = calloc((size_t)res->nrows, sizeof *list);
     idx = calloc((size_t)res->nrows, sizeof *idx);
     r->jobs = calloc((size_t)res->nrows, sizeof *r->jobs);
@@ -248,8 +250,21 @@ static int phase_compile(run *r)
         row->trial.spill_bytes = list[k].spill_bytes;
         row->trial.smem_bytes = list[k].smem_bytes;
         if (list[k].ok) {
+            const unsigned *b = row->cand.block;
+            int threads = (int)(b[0] * b[1] * b[2]), blocks = 0;
+            int smem = list[k].smem_bytes + (int)row->cand.smem;
+            row->trial.occupancy = at_occupancy(res->arch, threads, list[k].regs, smem, &blocks);
             res->ncompiled++;
             res->ncompile_cached += list[k].cached;
+            if (res->min_occupancy > 0 && row->trial.occupancy < res->min_occupancy &&
+                list[k].spill_bytes == 0) { /* not stored: the spec decides it again each run */
+                row->trial.state = AT_TRIAL_PRUNED;
+                snprintf(row->trial.reason, sizeof row->trial.reason,
+                         "min_occupancy: estimated occupancy %.2f < %.2f (%d registers, %d threads, "
+                         "%d B shared: %d blocks per SM)",
+                         row->trial.occupancy, res->min_occupancy, list[k].regs, threads, smem, blocks);
+                res->noccupancy_rejected++;
+            }
             if (list[k].spill_bytes > 0) {
                 res->nspills++;
                 if (!res->spills_allowed) { /* [SPILLS] report.c explains the state */

@@ -60,6 +60,7 @@ struct at_spec {
     char sha[65]; /* sha256 of the source text: part of the cache key */
     char search_strategy[16]; /* the timing phase's default strategy; "" when unset */
     int allow_spills;         /* allow_spills = true: candidates that spill are still timed */
+    double min_occupancy;     /* min_occupancy = 0.25: lower ones are not timed (0: none) */
     int nstrategies;
     spec_strategy *strategies;
     at_sandbox_fn bytes;
@@ -330,7 +331,8 @@ static void load_strategy(body *b, int s, int si)
 /* Validates the table the chunk returned (argument 2) into the spec. */
 static int load_body(lua_State *L)
 {
-    static const char *const known[] = {"op", "strategies", "bytes", "search_strategy", "allow_spills", NULL};
+    static const char *const known[] = {"op", "strategies", "bytes", "search_strategy", "allow_spills",
+                                        "min_occupancy", NULL};
     body *b = lua_touserdata(L, 1);
     at_spec *sp = b->sp;
     const char *str;
@@ -361,6 +363,15 @@ static int load_body(lua_State *L)
     if (t != LUA_TNIL && t != LUA_TBOOLEAN)
         body_fail(b, "allow_spills must be true or false (got %s)", at_sandbox_describe(L, -1));
     sp->allow_spills = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    /* min_occupancy = 0.25: compiled candidates estimated below it are not timed */
+    t = at_sandbox_rawfield(L, 2, "min_occupancy");
+    if (t != LUA_TNIL) {
+        lua_Number v = t == LUA_TNUMBER ? lua_tonumber(L, -1) : -1.0;
+        if (!(v >= 0.0 && v <= 1.0))
+            body_fail(b, "min_occupancy must be a number from 0 to 1 (got %s)", at_sandbox_describe(L, -1));
+        sp->min_occupancy = (double)v;
+    }
     lua_pop(L, 1);
     if (at_sandbox_rawfield(L, 2, "strategies") != LUA_TTABLE || !at_sandbox_is_list(L, -1))
         body_fail(b, "strategies must be a list of tables");
@@ -495,6 +506,11 @@ const char *at_spec_search_strategy(const at_spec *spec)
 int at_spec_allow_spills(const at_spec *spec)
 {
     return spec ? spec->allow_spills : 0;
+}
+
+double at_spec_min_occupancy(const at_spec *spec)
+{
+    return spec ? spec->min_occupancy : 0.0;
 }
 
 int at_spec_nstrategies(const at_spec *spec)
