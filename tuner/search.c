@@ -300,7 +300,7 @@ static int phase_compile(run *r)
     return rc;
 }
 
-/* "by NAME (count), ..." for the three constraints that pruned the most
+/* "by NAME COUNT, ..." for the three constraints that pruned the most
 ** candidates, so a space that is empty for this shape says why. */
 static void top_prune_names(const at_search_result *res, char *buf, size_t len)
 {
