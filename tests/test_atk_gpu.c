@@ -5,8 +5,8 @@
 ** fp64 reference for tuned, inferred and fallback paths of the GEMV and the
 ** norms; a cubin that does not load is rebuilt from ATK_TEMPLATES; a CUDA
 ** graph captured through atk replays to the same bits; eight threads
-** dispatch at once on their own streams. NOT YET RUN ON A GPU (written
-** in a session without one): the next session must run it.
+** dispatch at once on their own streams. Passed on the H200 (build
+** ebfd2ad).
 */
 #include <math.h>
 #include <pthread.h>

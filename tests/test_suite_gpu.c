@@ -2,7 +2,7 @@
 ** test_suite_gpu.c — suites on a real GPU (label gpu; skips visibly without
 ** one): a suite tunes every entry, a rerun answers all of them from the
 ** cache, and a suite interrupted after its first entry continues from there.
-** Not yet run on a GPU: written in a session without one.
+** Passed on the H200 (build ebfd2ad).
 */
 #include <stdlib.h>
 #include <unistd.h>

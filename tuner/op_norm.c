@@ -9,7 +9,7 @@
 ** for the add ops compares the residual output z bit for bit. The check
 ** runs on its own y and residual buffers with guard zones (op.h), so a
 ** candidate writing past either is wrong.
-** Not yet run on a GPU (written without one; see the README).
+** Ran on the H200 (build ebfd2ad; see the README).
 */
 #include "norm_ref.h"
 #include "op.h"

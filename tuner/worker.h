@@ -3,8 +3,9 @@
 ** a forked worker process that tells its parent over a pipe which
 ** candidate it is on; the parent, which never initialises CUDA, notices
 ** when the worker dies or runs past the candidate's deadline (SIGKILL) and
-** says which candidate was to blame. Internal to the tuner. Not yet run on
-** a GPU (the logic is tested with fake workers: tests/test_worker.c).
+** says which candidate was to blame. Internal to the tuner. Ran on the
+** H200 (tests/test_gpu_faults.c); the logic is also tested with fake
+** workers (tests/test_worker.c).
 */
 #ifndef AT_WORKER_H
 #define AT_WORKER_H

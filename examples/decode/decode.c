@@ -5,7 +5,7 @@
 ** unfused norm chain, (2) cuBLAS + the naive fused norm, (3) everything
 ** through atk with the tuned cache — with a per-op breakdown, and the final
 ** hidden state of (3) and (2) compared with (1). Exit 0 when they agree.
-** NOT YET RUN ON A GPU: written in a session without one.
+** Ran on the H200 (build ebfd2ad) on fallback only, with no tuned table.
 **
 ** usage: decode [--db FILE] [--templates DIR] [--steps N] [--device N]
 */

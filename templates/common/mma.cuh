@@ -2,8 +2,8 @@
 ** common/mma.cuh — the tensor-core pieces of the skinny-GEMM template
 ** (gemv_mma.cu): one warp-wide mma.sync.m16n8k16 (bf16/fp16 in, fp32
 ** accumulate; sm_80+) and the per-thread "k-groups" its operands are
-** loaded in. Not yet run on a GPU: the fragment mapping is checked on the
-** host by tests/test_skinny.c, which emulates one warp.
+** loaded in. The fragment mapping is checked on the host by
+** tests/test_skinny.c, which emulates one warp, and ran correct on the H200.
 **
 ** Fragment layout (PTX ISA, mma.m16n8k16 with .bf16/.f16; g = lane >> 2,
 ** t = lane & 3; "lo" is the lower 16 bits of a .b32 register):
