@@ -6,11 +6,7 @@
 # Usage: bench/decode_gemv.sh [AUTOTUNE] [DB] [DTYPE...]
 # Env: SHAPES (default: the seven Qwen3.5-2B shapes), BENCH_OUT (JSON folder).
 set -uo pipefail
-# BENCH_RESUME=1 keeps a shape whose JSON from an earlier call is complete
-kept() {
-  [ -n "${BENCH_RESUME:-}" ] && python3 -c 'import json, sys
-sys.exit(json.load(open(sys.argv[1])).get("status", 1))' "$1" 2>/dev/null
-}
+. "$(dirname "$0")/common.sh" # tune_one, gemv_line (BENCH_RESUME=1 keeps finished shapes)
 bin=${1:-build/autotune}
 db=${2:-/tmp/autotune-bench.db}
 shift $(( $# > 2 ? 2 : $# )) || true
@@ -20,16 +16,8 @@ out=${BENCH_OUT:-$(mktemp -d)}
 mkdir -p "$out"
 for dt in $dtypes; do
   for s in $shapes; do
-    if kept "$out/$dt-$s.json"; then rc=0; else
-      "$bin" --op gemv --shape "$s" --dtype "$dt" --db "$db" --force --json --quiet >"$out/$dt-$s.json"
-      rc=$?
-    fi
-    # one line as soon as each shape is done, so a run cut short still reports
-    python3 -c 'import json, sys
-d = json.load(open(sys.argv[1])); w, b = d["winner"], d["baseline"]
-print("tuned %s %s: cuBLAS %.2f us, tuned %.2f us, %.2fx, %s %s (%.0f s)" % (sys.argv[2], sys.argv[3],
-      b["us"], w["us"], w["speedup"], w["strategy"], w["params"], d["timing"]["total_s"]))' \
-      "$out/$dt-$s.json" "$dt" "$s" 2>/dev/null || echo "tuned $dt $s: exit $rc"
+    tune_one "$out/$dt-$s.json" --op gemv --shape "$s" --dtype "$dt" --db "$db" --force
+    gemv_line "$out/$dt-$s.json" "$dt" "$s"
   done
 done
 python3 - "$out" "$shapes" $dtypes <<'PY'

@@ -9,11 +9,7 @@
 # Usage: bench/decode_norm.sh [AUTOTUNE] [DB] [DTYPE...]
 # Env: OPS (default: all four), TS, HS (the shape lists), BENCH_OUT (JSON folder).
 set -uo pipefail
-# BENCH_RESUME=1 keeps a shape whose JSON from an earlier call is complete
-kept() {
-  [ -n "${BENCH_RESUME:-}" ] && python3 -c 'import json, sys
-sys.exit(json.load(open(sys.argv[1])).get("status", 1))' "$1" 2>/dev/null
-}
+. "$(dirname "$0")/common.sh" # tune_one (BENCH_RESUME=1 keeps finished shapes)
 bin=${1:-build/autotune}
 db=${2:-/tmp/autotune-bench-norm.db}
 shift $(( $# > 2 ? 2 : $# )) || true
@@ -29,10 +25,7 @@ for dt in $dtypes; do
     for t in $ts; do
       for h in $hs; do
         s=${t}x${h}
-        if kept "$out/$dt-$op-$s.json"; then rc=0; else
-          "$bin" --op "$op" --shape "$s" --dtype "$dt" --db "$db" --force --json --quiet >"$out/$dt-$op-$s.json"
-          rc=$?
-        fi
+        tune_one "$out/$dt-$op-$s.json" --op "$op" --shape "$s" --dtype "$dt" --db "$db" --force
         # one line as soon as each shape is done, so a run cut short still reports
         python3 -c 'import json, sys
 d = json.load(open(sys.argv[1])); w = d["winner"]; b = {x["strategy"]: x for x in d["baselines"]}

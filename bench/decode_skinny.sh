@@ -10,11 +10,7 @@
 # "2 4 8 16"), M1_FORCE=1 (retune M=1 too; default: the cached M=1 answer
 # when DB has one, e.g. from bench/decode_gemv.sh), BENCH_OUT (JSON folder).
 set -uo pipefail
-# BENCH_RESUME=1 keeps a shape whose JSON from an earlier call is complete
-kept() {
-  [ -n "${BENCH_RESUME:-}" ] && python3 -c 'import json, sys
-sys.exit(json.load(open(sys.argv[1])).get("status", 1))' "$1" 2>/dev/null
-}
+. "$(dirname "$0")/common.sh" # tune_one, gemv_line (BENCH_RESUME=1 keeps finished shapes)
 bin=${1:-build/autotune}
 db=${2:-/tmp/autotune-bench.db}
 shift $(( $# > 2 ? 2 : $# )) || true
@@ -30,16 +26,9 @@ for dt in $dtypes; do
     for m in 1 $ms; do
       f=--force
       [ "$m" = 1 ] && f=$m1force
-      if kept "$out/$dt-${m}x$s.json"; then rc=0; else
-        "$bin" --op gemv --shape "${m}x$s" --dtype "$dt" --db "$db" $f --json --quiet >"$out/$dt-${m}x$s.json"
-        rc=$?
-      fi
-      # one line as soon as each shape is done, so a run cut short still reports
-      python3 -c 'import json, sys
-d = json.load(open(sys.argv[1])); w, b = d["winner"], d["baseline"]
-print("tuned %s %s: cuBLAS %.2f us, tuned %.2f us, %.2fx, %s %s (%.0f s)" % (sys.argv[2], sys.argv[3],
-      b["us"], w["us"], w["speedup"], w["strategy"], w["params"], d["timing"]["total_s"]))' \
-        "$out/$dt-${m}x$s.json" "$dt" "${m}x$s" 2>/dev/null || echo "tuned $dt ${m}x$s: exit $rc"
+      # shellcheck disable=SC2086
+      tune_one "$out/$dt-${m}x$s.json" --op gemv --shape "${m}x$s" --dtype "$dt" --db "$db" $f
+      gemv_line "$out/$dt-${m}x$s.json" "$dt" "${m}x$s"
     done
   done
 done

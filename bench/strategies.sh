@@ -12,6 +12,7 @@
 # Env: SHAPES (default: the seven Qwen3.5-2B M=1 shapes), BUDGET (random and
 # anneal: candidates measured; default 150, a fifth of the space).
 set -uo pipefail
+. "$(dirname "$0")/common.sh" # tune_one (BENCH_RESUME=1 keeps finished shapes)
 bin=${1:-build/autotune}
 work=${2:-/tmp/autotune-strategies}
 dt=${3:-bf16}
@@ -22,16 +23,11 @@ echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), results in $
 for s in $shapes; do
   for st in exhaustive halving random anneal; do
     f="$work/$dt-$s-$st.json"
-    if [ -n "${BENCH_RESUME:-}" ] && python3 -c 'import json, sys
-sys.exit(json.load(open(sys.argv[1])).get("status", 1))' "$f" 2>/dev/null; then
-      continue
-    fi
     extra=""
     case $st in random | anneal) extra="--budget $budget" ;; esac
     # shellcheck disable=SC2086
-    "$bin" --op gemv --shape "$s" --dtype "$dt" --db "$work/$st.db" --force --strategy "$st" $extra \
-      --json --quiet >"$f"
-    echo "tuned $s $st: exit $?"
+    tune_one "$f" --op gemv --shape "$s" --dtype "$dt" --db "$work/$st.db" --force --strategy "$st" $extra
+    [ "$kept" = 1 ] || echo "tuned $s $st: exit $rc"
   done
 done
 python3 - "$work" "$dt" "$shapes" <<'PY'
