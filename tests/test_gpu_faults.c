@@ -127,25 +127,36 @@ static void faults_survived_through_the_cli(void)
     remove(db);
 }
 
+/* The correctness gate alone (verify_only) of op over a fixture spec, in
+** the library; says why when it fails. */
+static int gate_run(const char *op, const char *spec, const char *shape, int rank, const char *db, int force,
+                    at_search_result *res)
+{
+    at_search_opts o = {.op = op,
+                        .dtype = AT_BF16,
+                        .spec_path = spec,
+                        .templates_root = "tests/fixtures/templates",
+                        .db_path = db,
+                        .reps = 5,
+                        .force = force,
+                        .verify_only = 1};
+    int rc = at_shape_parse(shape, rank, &o.shape);
+    CHECK_EQ_INT(rc, AT_OK);
+    if (rc == AT_OK)
+        rc = at_search_run(&o, res);
+    if (rc != AT_OK)
+        fprintf(stderr, "  %s\n", at_errmsg());
+    return rc;
+}
+
 static void faults_survived_in_the_library(void)
 {
     if (!gpu_present())
         TT_SKIP("no GPU");
     char db[256];
     fresh_db(db, sizeof db, "lib");
-    at_search_opts o = {.op = "gemv",
-                        .dtype = AT_BF16,
-                        .spec_path = "tests/fixtures/spec_faults.lua",
-                        .templates_root = "tests/fixtures/templates",
-                        .db_path = db,
-                        .reps = 5,
-                        .force = 1,
-                        .verify_only = 1};
     at_search_result res;
-    CHECK_EQ_INT(at_shape_parse("2x300x1000", 3, &o.shape), AT_OK);
-    int rc = at_search_run(&o, &res);
-    if (rc != AT_OK)
-        fprintf(stderr, "  %s\n", at_errmsg());
+    int rc = gate_run("gemv", "tests/fixtures/spec_faults.lua", "2x300x1000", 3, db, 1, &res);
     CHECK_EQ_INT(rc, AT_OK);
     CHECK_EQ_INT(res.ncompiled, 4);
     CHECK_EQ_INT(res.ncorrect, 1);
@@ -168,8 +179,7 @@ static void faults_survived_in_the_library(void)
     }
     at_search_result_free(&res);
     /* the same again without --force: the three come from the cache */
-    o.force = 0;
-    rc = at_search_run(&o, &res);
+    rc = gate_run("gemv", "tests/fixtures/spec_faults.lua", "2x300x1000", 3, db, 0, &res);
     CHECK_EQ_INT(rc, AT_OK);
     CHECK_EQ_INT(res.nskipped, 3);
     CHECK_EQ_INT(res.ncorrect, 1);
@@ -184,19 +194,8 @@ static void norm_guard_zones(void)
         TT_SKIP("no GPU");
     char db[256];
     fresh_db(db, sizeof db, "norm");
-    at_search_opts o = {.op = "add_rmsnorm",
-                        .dtype = AT_BF16,
-                        .spec_path = "tests/fixtures/spec_norm_guard.lua",
-                        .templates_root = "tests/fixtures/templates",
-                        .db_path = db,
-                        .reps = 5,
-                        .force = 1,
-                        .verify_only = 1};
     at_search_result res;
-    CHECK_EQ_INT(at_shape_parse("3x1000", 2, &o.shape), AT_OK);
-    int rc = at_search_run(&o, &res);
-    if (rc != AT_OK)
-        fprintf(stderr, "  %s\n", at_errmsg());
+    int rc = gate_run("add_rmsnorm", "tests/fixtures/spec_norm_guard.lua", "3x1000", 2, db, 1, &res);
     CHECK_EQ_INT(rc, AT_OK);
     CHECK_EQ_INT(res.ncorrect, 1);
     CHECK_EQ_INT(res.nwrong, 2);
