@@ -83,34 +83,25 @@ static void child(int fd, pid_t parent, at_compile_job *jobs, int n, int threads
     _exit(c.failed ? 1 : 0);
 }
 
-/* Reads n bytes, mirroring *stop into the shared page while it waits.
-** 0, or -1 at EOF or an error. */
-static int read_exact(int fd, void *p, size_t n, volatile int *stop, volatile int *shared_stop)
+/* Waits until the next record can be read, mirroring *stop into the
+** shared page meanwhile (the child compiles for a long time between
+** records; a record itself is written in one go). 0, or -1 on an error. */
+static int wait_record(int fd, volatile int *stop, volatile int *shared_stop)
 {
-    char *b = p;
-    while (n > 0) {
+    for (;;) {
         if (stop && *stop)
             *shared_stop = 1;
         struct pollfd pf = {.fd = fd, .events = POLLIN};
         int ready = poll(&pf, 1, 200);
+        if (ready > 0)
+            return 0; /* data, or the end of the pipe: the read says which */
         if (ready < 0 && errno != EINTR)
             return -1;
-        if (ready <= 0)
-            continue;
-        ssize_t got = read(fd, b, n);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            return -1;
-        b += got;
-        n -= (size_t)got;
     }
-    return 0;
 }
 
 /* A job's result from the child into jobs[i]. */
-static int read_job(int fd, const rec *r, at_compile_job *jobs, int n, volatile int *stop,
-                    volatile int *shared_stop)
+static int read_job(int fd, const rec *r, at_compile_job *jobs, int n)
 {
     if (r->index < 0 || r->index >= n || r->log_len > ((uint64_t)1 << 32) || r->cubin_len > ((uint64_t)1 << 32))
         return at_fail(AT_ERR_NVRTC, "nvrtc: the compile process sent a malformed record");
@@ -122,8 +113,8 @@ static int read_job(int fd, const rec *r, at_compile_job *jobs, int n, volatile 
         free(cubin);
         return at_fail(AT_ERR_NOMEM, "out of memory for a compiled kernel");
     }
-    if (read_exact(fd, log, r->log_len, stop, shared_stop) != 0 ||
-        (r->cubin_len && read_exact(fd, cubin, r->cubin_len, stop, shared_stop) != 0)) {
+    if (at_worker_read_all(fd, log, r->log_len) != 0 ||
+        (r->cubin_len && at_worker_read_all(fd, cubin, r->cubin_len) != 0)) {
         free(log);
         free(cubin);
         return at_fail(AT_ERR_NVRTC, "nvrtc: the compile process ended mid-record");
@@ -177,7 +168,7 @@ int at_nvrtc_compile_all(at_compile_job *jobs, int n, int threads,
     }
     while (rc == AT_OK && !ended) {
         rec r;
-        if (read_exact(fd[0], &r, sizeof r, stop, shared_stop) != 0) {
+        if (wait_record(fd[0], stop, shared_stop) != 0 || at_worker_read_all(fd[0], &r, sizeof r) != 0) {
             rc = at_fail(AT_ERR_NVRTC, "nvrtc: the compile process ended early");
             break;
         }
@@ -185,11 +176,11 @@ int at_nvrtc_compile_all(at_compile_job *jobs, int n, int threads,
             if (progress)
                 progress(arg, r.index, n);
         } else if (r.type == REC_JOB) {
-            rc = read_job(fd[0], &r, jobs, n, stop, shared_stop);
+            rc = read_job(fd[0], &r, jobs, n);
         } else if (r.type == REC_END && r.log_len < 4096) {
             char msg[4096];
             ended = 1;
-            if (read_exact(fd[0], msg, r.log_len, stop, shared_stop) != 0)
+            if (at_worker_read_all(fd[0], msg, r.log_len) != 0)
                 rc = at_fail(AT_ERR_NVRTC, "nvrtc: the compile process ended mid-record");
             else if (r.rc != AT_OK) {
                 msg[r.log_len] = '\0';

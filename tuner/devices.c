@@ -145,22 +145,6 @@ typedef struct answer {
     int32_t disposition, item;
 } answer;
 
-/* 1: all n bytes; 0: end of file (or an error) first. */
-static int read_all(int fd, void *p, size_t n)
-{
-    char *c = p;
-    while (n > 0) {
-        ssize_t k = read(fd, c, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return 0;
-        c += k;
-        n -= (size_t)k;
-    }
-    return 1;
-}
-
 static void close_fd(int *fd)
 {
     if (*fd >= 0)
@@ -184,7 +168,7 @@ static void worker_main(pool *pl, int me, int cmd, int res, pid_t parent)
     signal(SIGTTOU, SIG_IGN); /* out of the foreground group, it may still write progress to the terminal */
     for (;;) {
         int32_t item;
-        if (!read_all(cmd, &item, sizeof item) || item < 0)
+        if (at_worker_read_all(cmd, &item, sizeof item) != 0 || item < 0)
             break;
         answer a = {.item = item};
         memset(pl->buf, 0, sizeof a + pl->result_size);
@@ -329,7 +313,7 @@ int at_pool_run(int nslots, int nitems, size_t result_size, at_pool_work_fn work
                 continue;
             int i = map[k], item = pl.s[i].item;
             answer a;
-            if (read_all(pl.s[i].res, pl.buf, sizeof a + result_size)) {
+            if (at_worker_read_all(pl.s[i].res, pl.buf, sizeof a + result_size) == 0) {
                 memcpy(&a, pl.buf, sizeof a);
                 pl.s[i].item = -1;
                 if (done(arg, i, item, pl.buf + sizeof a, NULL))

@@ -95,8 +95,12 @@ int at_worker_loop(at_worker_body body, void *body_arg, at_worker_on_msg on_msg,
 ** the worker (_exit). */
 void at_worker_send(at_worker *w, int type, int row, const void *data, size_t len);
 /* Writes all n bytes to fd, retrying short writes and EINTR: 0, or -1 on
-** an error (a closed pipe: EPIPE). Also used by devices.c's pool pipes. */
+** an error (a closed pipe: EPIPE). Also used by devices.c's pool pipes
+** and compile_proc.c. */
 int at_worker_write_all(int fd, const void *p, size_t n);
+/* Reads all n bytes from a blocking fd, retrying short reads and EINTR: 0,
+** or -1 at end of file or an error (devices.c, compile_proc.c). */
+int at_worker_read_all(int fd, void *p, size_t n);
 /* Worker side: candidate `row` starts a step that must end within limit_s. */
 void at_worker_on(at_worker *w, int row, double limit_s);
 /* Worker side: the step is over (no deadline until the next on). */
