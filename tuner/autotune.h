@@ -470,6 +470,9 @@ void at_search_result_free(at_search_result *res);
 
 /* ---------------------------------------------------------------- report */
 
+/* The constraints that pruned candidates of res, first seen first, and how
+** many each pruned: returns how many names (at most max) were filled in. */
+int at_report_prune_counts(const at_search_result *res, const char **names, int *counts, int max);
 /* The human table (top `top` timed rows; all rows with top < 0) to f. */
 void at_report_text(FILE *f, const at_search_opts *o, const at_search_result *res, int top,
                     const char *db_path);

@@ -100,26 +100,32 @@ static void space_line(FILE *f, const at_search_result *r)
     fputc('\n', f);
 }
 
-/* "pruned by: widest_vec 3000, registers_for_loads 420, ..." (first seen first). */
-static void prune_summary(FILE *f, const at_search_result *r)
+int at_report_prune_counts(const at_search_result *r, const char **names, int *counts, int max)
 {
-    enum { MAXC = 32 };
-    const char *name[MAXC];
-    int count[MAXC], n = 0;
+    int n = 0;
     for (int i = 0; i < r->nrows; i++) {
         const char *by = r->rows[i].cand.pruned_by;
         int k = 0;
         if (!by[0])
             continue;
-        while (k < n && strcmp(name[k], by) != 0)
+        while (k < n && strcmp(names[k], by) != 0)
             k++;
-        if (k == n && n < MAXC) {
-            name[n] = by;
-            count[n++] = 0;
+        if (k == n && n < max) {
+            names[n] = by;
+            counts[n++] = 0;
         }
         if (k < n)
-            count[k]++;
+            counts[k]++;
     }
+    return n;
+}
+
+/* "pruned by: widest_vec 3000, registers_for_loads 420, ..." (first seen first). */
+static void prune_summary(FILE *f, const at_search_result *r)
+{
+    enum { MAXC = 32 };
+    const char *name[MAXC];
+    int count[MAXC], n = at_report_prune_counts(r, name, count, MAXC);
     if (n == 0)
         return;
     fputs("pruned  by", f);

@@ -305,23 +305,8 @@ static int phase_compile(run *r)
 static void top_prune_names(const at_search_result *res, char *buf, size_t len)
 {
     enum { MAXN = 64 };
-    char names[MAXN][64];
-    int counts[MAXN], n = 0;
-    for (int i = 0; i < res->nrows; i++) {
-        char name[64];
-        const char *reason = res->rows[i].trial.reason;
-        size_t k = strcspn(reason, ":");
-        snprintf(name, sizeof name, "%.*s", (int)(k < sizeof name ? k : sizeof name - 1), reason);
-        int j = 0;
-        while (j < n && strcmp(names[j], name) != 0)
-            j++;
-        if (j == n && n < MAXN) {
-            copy_str(names[n], sizeof names[n], name);
-            counts[n++] = 0;
-        }
-        if (j < n)
-            counts[j]++;
-    }
+    const char *names[MAXN];
+    int counts[MAXN], n = at_report_prune_counts(res, names, counts, MAXN);
     size_t used = 0;
     buf[0] = '\0';
     for (int shown = 0; shown < 3 && shown < n; shown++) {
