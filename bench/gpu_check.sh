@@ -15,7 +15,8 @@
 #   strategies  bench/strategies.sh: halving, random, anneal vs exhaustive, M=1
 #   suite   bench/suite_time.sh: the Qwen3.5-2B M=1 suite cold, then warm
 #   all     every stage above, in that order
-# Env: DTYPES (gemv and skinny stages; default bf16, e.g. "bf16 fp16").
+# Env: DTYPES (gemv and skinny stages; default bf16, e.g. "bf16 fp16");
+#      GPU_TESTS (tests stage: only these executables, e.g. "test_gpu_faults").
 # Example (device tool): bench/gpu_check.sh build-gpu tests
 set -uo pipefail
 build=${1:-build}
@@ -47,6 +48,7 @@ for stage in $stages; do
     for t in "$build"/tests/test_*gpu*; do
       [ -x "$t" ] || continue
       name=$(basename "$t")
+      case " ${GPU_TESTS:-$name} " in *" $name "*) ;; *) continue ;; esac
       "$t" >"$out/$name.txt" 2>&1
       echo "== $name exit $? ($(($(date +%s) - t0)) s so far)"
       grep -E "FAIL|CHECK failed|passed, " "$out/$name.txt"

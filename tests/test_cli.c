@@ -260,6 +260,8 @@ static void dry_run_reports_time_breakdown(void)
     CHECK_STR_HAS(o.out, "\"compile_s\":");
     CHECK_STR_HAS(o.out, "\"verify_s\":");
     CHECK_STR_HAS(o.out, "\"time_s\":");
+    CHECK_STR_HAS(o.out, "\"setup_s\":");
+    CHECK_STR_HAS(o.out, "\"graph_s\":");
     CHECK_STR_HAS(o.out, "\"other_s\":");
     CHECK_STR_HAS(o.out, "\"total_s\":");
     CHECK_STR_HAS(o.out, "\"search\":{\"strategy\":\"halving\",\"from\":\"default\",\"effort\":\"normal\"");

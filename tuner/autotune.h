@@ -433,6 +433,8 @@ typedef struct at_search_result {
     at_winner winner;    /* stored answer (cubin owned) */
     double base_us, base_min, base_max, base_stream_us;
     double t_compile, t_verify, t_time, t_total; /* seconds */
+    double t_setup; /* of the GPU part before verify: context, cuBLAS, copies */
+    double t_graph; /* of t_time: capturing and uploading the timed graphs */
     /* added with the op table (issue 3) */
     int nbaselines;      /* baselines[0] mirrors base_us ... */
     at_search_baseline baselines[AT_MAX_BASELINES];

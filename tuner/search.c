@@ -406,10 +406,12 @@ static void gpu_body(at_worker *w, void *arg)
     r->w = w;
     if (!m)
         _exit(4);
+    double t0 = now_s();
     if ((rc = at_cache_open(wo.db_path, &r->cache)) != AT_OK || (rc = at_gpu_open(wo.device, 0, &r->gpu)) != AT_OK ||
         (rc = at_search_device_ceilings(r)) != AT_OK || (rc = at_search_plan_timing(r, r->op->copy_bytes(r->op_state))) != AT_OK ||
         (rc = r->op->setup(r->op_state, r->gpu, r->copies)) != AT_OK)
         goto done;
+    res->t_setup += now_s() - t0; /* += : a restarted worker sets up again */
     r->phase = PH_VERIFY;
     if ((rc = at_search_phase_verify(r)) != AT_OK || wo.verify_only)
         goto done;
