@@ -155,8 +155,9 @@ static void compile_failure_is_a_result(void)
 }
 
 /* A second compile of the same job comes from the cubin cache, byte for
-** byte; a cache entry missing its log is compiled again; another option is
-** another entry. */
+** byte; a cache entry missing its log, or whose log lacks the ptxas report
+** (as NVRTC 12.9+ gives for a program it served from its own cache), is
+** compiled again and stored whole; another option is another entry. */
 static void cubin_cache_hits_and_misses(void)
 {
     char dir[] = "/tmp/at_cubins_XXXXXX";
@@ -168,9 +169,9 @@ static void cubin_cache_hits_and_misses(void)
     at_compile_job a = {.tpl = t, .name = "gemv/gemv_warp_row.cu", .source = src, .arch = 90,
                         .dtype = AT_BF16, .cubin_dir = dir};
     snprintf(a.options, sizeof a.options, "-DTP_WARPS=4 -DTP_ROWS=2");
-    at_compile_job b = a, c = a, d = a;
+    at_compile_job b = a, c = a, d = a, e = a, f = a;
     CHECK_EQ_INT(at_nvrtc_compile(&a), AT_OK);
-    CHECK(a.ok && !a.cached && a.regs > 0);
+    CHECK(a.ok && !a.cached && a.regs > 0 && a.reported);
     CHECK_EQ_INT(at_nvrtc_compile(&b), AT_OK);
     CHECK(b.ok && b.cached);
     CHECK_EQ_INT(b.regs, a.regs); /* ptxas report kept with the cubin */
@@ -184,6 +185,17 @@ static void cubin_cache_hits_and_misses(void)
     CHECK(system(cmd) == 0);
     CHECK_EQ_INT(at_nvrtc_compile(&d), AT_OK);
     CHECK(d.ok && !d.cached);
+    /* empty every .log: the cubins are there, their reports are not */
+    snprintf(cmd, sizeof cmd, "for f in %s/*.log; do : > \"$f\"; done", dir);
+    CHECK(system(cmd) == 0);
+    CHECK_EQ_INT(at_nvrtc_compile(&e), AT_OK);
+    CHECK(e.ok && !e.cached && e.reported);
+    CHECK_EQ_INT(e.regs, a.regs);
+    CHECK_EQ_INT(at_nvrtc_compile(&f), AT_OK); /* the entry was stored again, whole */
+    CHECK(f.ok && f.cached && f.reported);
+    CHECK_EQ_INT(f.regs, a.regs);
+    at_compile_job_clear(&e);
+    at_compile_job_clear(&f);
     at_compile_job_clear(&a);
     at_compile_job_clear(&b);
     at_compile_job_clear(&c);

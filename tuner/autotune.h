@@ -333,6 +333,7 @@ typedef struct at_compile_job {
     void *cubin;
     size_t cubin_size;
     int regs, spill_bytes, smem_bytes;
+    int reported;             /* the log held ptxas's resource report (regs etc. are known) */
     double seconds;
 } at_compile_job;
 
@@ -423,6 +424,7 @@ typedef struct at_search_result {
     int harness_errors;  /* measurements above the read ceiling */
     int ncand, npruned, ncompiled, ncompile_failed, nspills, ncorrect, nwrong, ncrashed, nskipped;
     int ncompile_cached; /* of ncompiled, read from the compiled-kernel cache */
+    int nunreported;     /* of ncompiled, without ptxas's resource report (spills unknown) */
     at_search_row *rows; /* timed rows first, fastest first; then the rest */
     int nrows;
     double bytes;        /* moved per call */

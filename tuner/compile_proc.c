@@ -31,7 +31,7 @@ enum { REC_PROGRESS = 1, REC_JOB = 2, REC_END = 3 };
 
 typedef struct rec {
     int32_t type, index;         /* index: the job, or the done count */
-    int32_t done, ok, cached, regs, spill_bytes, smem_bytes;
+    int32_t done, ok, cached, reported, regs, spill_bytes, smem_bytes;
     int32_t rc;                  /* REC_END */
     double seconds;
     uint64_t log_len, cubin_len; /* bytes that follow (REC_JOB); message (REC_END) */
@@ -73,7 +73,7 @@ static void child(int fd, pid_t parent, at_compile_job *jobs, int n, int threads
         at_compile_job *j = &jobs[i];
         size_t nl = j->log ? strlen(j->log) : 0;
         rec r = {.type = REC_JOB, .index = i, .done = j->done, .ok = j->ok, .cached = j->cached,
-                 .regs = j->regs, .spill_bytes = j->spill_bytes, .smem_bytes = j->smem_bytes,
+                 .reported = j->reported, .regs = j->regs, .spill_bytes = j->spill_bytes, .smem_bytes = j->smem_bytes,
                  .seconds = j->seconds, .log_len = nl, .cubin_len = j->cubin ? j->cubin_size : 0};
         send_rec(&c, &r, j->log, nl, j->cubin, r.cubin_len);
     }
@@ -124,6 +124,7 @@ static int read_job(int fd, const rec *r, at_compile_job *jobs, int n)
     j->done = r->done;
     j->ok = r->ok;
     j->cached = r->cached;
+    j->reported = r->reported;
     j->regs = r->regs;
     j->spill_bytes = r->spill_bytes;
     j->smem_bytes = r->smem_bytes;

@@ -50,8 +50,13 @@ static int split_options(const char *text, char *store, size_t storelen, const c
 static void parse_ptxas(const char *log, at_compile_job *job)
 {
     const char *p;
-    if ((p = strstr(log, "Used ")) != NULL)
+    job->reported = 0;
+    if (!log)
+        return;
+    if ((p = strstr(log, "Used ")) != NULL) {
         job->regs = atoi(p + 5);
+        job->reported = 1;
+    }
     if ((p = strstr(log, "bytes spill stores")) != NULL) {
         while (p > log && p[-1] == ' ')
             p--;
@@ -130,7 +135,9 @@ static void store_file(const char *path, const void *data, size_t size)
         remove(tmp);
 }
 
-/* A cubin from the cache: both the cubin and its log must be there. */
+/* A cubin from the cache: both the cubin and its log must be there, and
+** the log must hold the ptxas report (an entry without one, e.g. stored by
+** an older build while NVRTC's own cache was on, is compiled again). */
 static int cache_load(at_compile_job *job, const char *key)
 {
     char path[1100];
@@ -144,12 +151,29 @@ static int cache_load(at_compile_job *job, const char *key)
         free(log);
         return 0;
     }
+    parse_ptxas(log, job);
+    if (!job->reported) {
+        free(cubin);
+        free(log);
+        job->regs = job->spill_bytes = job->smem_bytes = 0;
+        return 0;
+    }
     job->cubin = cubin;
     job->cubin_size = n;
     job->log = log;
     job->ok = 1;
     job->cached = 1;
     return 1;
+}
+
+/* NVRTC 12.9 and later keep a compile cache of their own, and a program
+** served from it comes back without the ptxas -v report: no registers, no
+** spills, so the spill check and the occupancy estimate would see zeros
+** (on the H200 every M=1 GEMV candidate did, at 782d6b3). This file keeps
+** its own cache, with the reports, so NVRTC's is turned off. */
+static const char *nvrtc_cache_option(void)
+{
+    return at_nvrtc_version() >= 12090 ? " --no-cache" : "";
 }
 
 static void cache_store(const at_compile_job *job, const char *key)
@@ -183,9 +207,8 @@ int at_nvrtc_compile(at_compile_job *job)
         return AT_OK;
     job->done = 1;
     at_nvrtc_common_options(job->dtype, job->arch, common, sizeof common);
-    snprintf(all, sizeof all, "%s --ptxas-options=-v %s", common, job->options);
+    snprintf(all, sizeof all, "%s --ptxas-options=-v%s %s", common, nvrtc_cache_option(), job->options);
     if (job->cubin_dir && (keyed = cubin_key(job, all, key)) && cache_load(job, key)) {
-        parse_ptxas(job->log, job);
         job->seconds = now_seconds() - t0;
         return AT_OK;
     }
@@ -218,7 +241,7 @@ int at_nvrtc_compile(at_compile_job *job)
             nvrtcGetCUBIN(prog, job->cubin) == NVRTC_SUCCESS) {
             job->cubin_size = n;
             job->ok = 1;
-            if (keyed)
+            if (keyed && job->reported) /* without its report an entry would mislead every later run */
                 cache_store(job, key);
         } else if (!job->cubin) {
             rc = at_fail(AT_ERR_NOMEM, "out of memory for a cubin");

@@ -88,6 +88,8 @@ static void space_line(FILE *f, const at_search_result *r)
         fprintf(f, ", %d below min_occupancy %.2f", r->noccupancy_rejected, r->min_occupancy);
     if (r->ncompile_cached)
         fprintf(f, ", %d from the cubin cache", r->ncompile_cached);
+    if (r->nunreported) /* nvrtc.c: NVRTC gave no ptxas report */
+        fprintf(f, ", %d without a ptxas report: spills unknown", r->nunreported);
     fputc(')', f);
     if (!r->dry_run)
         fprintf(f, ", %d correct, %d wrong", r->ncorrect, r->nwrong);
@@ -386,10 +388,10 @@ void at_report_json(FILE *f, const at_search_opts *o, const at_search_result *r,
             r->arch, r->dev.sms, (long long)r->dev.l2_bytes, r->dev.driver_version, r->dev.read_gbps,
             r->dev.copy_gbps, r->dev.empty_us);
     fprintf(f, ",\"space\":{\"candidates\":%d,\"pruned\":%d,\"compiled\":%d,\"compile_failed\":%d,"
-               "\"compile_cached\":%d,\"spills\":%d,\"spills_rejected\":%d,\"spills_allowed\":%s,\"correct\":%d,"
+               "\"compile_cached\":%d,\"unreported\":%d,\"spills\":%d,\"spills_rejected\":%d,\"spills_allowed\":%s,\"correct\":%d,"
                "\"wrong\":%d,\"crashed\":%d,\"timeout\":%d,\"skipped\":%d,\"min_occupancy\":%.2f,"
                "\"occupancy_rejected\":%d}",
-            r->ncand, r->npruned, r->ncompiled, r->ncompile_failed, r->ncompile_cached, r->nspills,
+            r->ncand, r->npruned, r->ncompiled, r->ncompile_failed, r->ncompile_cached, r->nunreported, r->nspills,
             r->nspills_rejected, r->spills_allowed ? "true" : "false", r->ncorrect, r->nwrong, r->ncrashed,
             r->ntimeout, r->nskipped, r->min_occupancy, r->noccupancy_rejected);
     fputs(",\"search\":{\"strategy\":", f);

@@ -253,10 +253,12 @@ static int phase_compile(run *r)
             const unsigned *b = row->cand.block;
             int threads = (int)(b[0] * b[1] * b[2]), blocks = 0;
             int smem = list[k].smem_bytes + (int)row->cand.smem;
-            row->trial.occupancy = at_occupancy(res->arch, threads, list[k].regs, smem, &blocks);
+            /* without ptxas's report registers and spills are unknown: no estimate, no check */
+            row->trial.occupancy = list[k].reported ? at_occupancy(res->arch, threads, list[k].regs, smem, &blocks) : 0.0;
             res->ncompiled++;
             res->ncompile_cached += list[k].cached;
-            if (res->min_occupancy > 0 && row->trial.occupancy < res->min_occupancy &&
+            res->nunreported += !list[k].reported;
+            if (res->min_occupancy > 0 && list[k].reported && row->trial.occupancy < res->min_occupancy &&
                 list[k].spill_bytes == 0) { /* not stored: the spec decides it again each run */
                 row->trial.state = AT_TRIAL_PRUNED;
                 snprintf(row->trial.reason, sizeof row->trial.reason,

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -428,11 +429,30 @@ static void ident_got(void *arg, const at_worker_msg *m)
     }
 }
 
+/* What a probe found, per GPU ordinal, for the rest of this process: a
+** suite asks once per entry, and each probe is a fork and a cuInit (about
+** 0.2 s on the H200, most of a warm suite entry). Failures are not kept. */
+#define IDENT_MEMO 64
+static struct {
+    int known;
+    at_device_info info;
+} ident_memo[IDENT_MEMO];
+static pthread_mutex_t ident_mu = PTHREAD_MUTEX_INITIALIZER;
+
 int at_worker_identity(int ordinal, at_device_info *out)
 {
     ident_msg m;
     at_worker_outcome oc;
-    int rc;
+    int rc, slot = ordinal >= 0 && ordinal < IDENT_MEMO ? ordinal : -1;
+    if (slot >= 0) {
+        pthread_mutex_lock(&ident_mu);
+        int known = ident_memo[slot].known;
+        if (known)
+            *out = ident_memo[slot].info;
+        pthread_mutex_unlock(&ident_mu);
+        if (known)
+            return AT_OK;
+    }
     memset(&m, 0, sizeof m);
     m.rc = -1;
     memset(out, 0, sizeof *out);
@@ -444,5 +464,11 @@ int at_worker_identity(int ordinal, at_device_info *out)
     if (m.rc != AT_OK)
         return at_fail(m.rc, "%s", m.err);
     *out = m.info;
+    if (slot >= 0) {
+        pthread_mutex_lock(&ident_mu);
+        ident_memo[slot].info = m.info;
+        ident_memo[slot].known = 1;
+        pthread_mutex_unlock(&ident_mu);
+    }
     return AT_OK;
 }

@@ -127,7 +127,7 @@ double at_worker_limit_s(double floor_us, double calls, int graphs, int first);
 /* The GPU's identity (at_gpu_open identity_only: name, cc, SMs, L2,
 ** driver) read in a short-lived child, so this process stays free of CUDA
 ** and may fork workers later. Fails as at_gpu_open does (AT_ERR_NOGPU
-** with its message). */
+** with its message). A success is kept for the rest of the process. */
 int at_worker_identity(int ordinal, at_device_info *out);
 
 #endif
