@@ -98,7 +98,34 @@ static void compile_all_honours_the_stop_flag(void)
         at_compile_job_clear(&jobs[i]);
 }
 
-/* Every live candidate compiled, none failed, registers reported. */
+/* Compiled rows with TP_PDL=0 whose TP_PDL=1 twin (same strategy, same
+** other parameters) compiled too. */
+static int pdl_twins(const at_search_result *res)
+{
+    int n = 0;
+    for (int i = 0; i < res->nrows; i++) {
+        const at_trial *a = &res->rows[i].trial;
+        const char *p = strstr(a->params, "TP_PDL=0");
+        if (a->state == AT_TRIAL_PRUNED || a->regs <= 0 || !p)
+            continue;
+        char twin[sizeof a->params];
+        snprintf(twin, sizeof twin, "%s", a->params);
+        twin[p - a->params + 7] = '1';
+        for (int j = 0; j < res->nrows; j++) {
+            const at_trial *b = &res->rows[j].trial;
+            if (b->state != AT_TRIAL_PRUNED && b->regs > 0 && strcmp(b->strategy, a->strategy) == 0 &&
+                strcmp(b->params, twin) == 0) {
+                n++;
+                break;
+            }
+        }
+    }
+    return n;
+}
+
+/* Every live candidate compiled, none failed, registers reported; on
+** sm_90+ a TP_PDL=0 candidate shares its TP_PDL=1 twin's program (search.c
+** [PDL_LAUNCH]), before sm_90 every candidate is a program of its own. */
 static void check_space(const char *shape, at_dtype dtype, int arch)
 {
     at_search_result res;
@@ -120,8 +147,13 @@ static void check_space(const char *shape, at_dtype dtype, int arch)
             with_regs++;
     }
     CHECK_EQ_INT(with_regs, res.ncompiled);
-    printf("  %s %s sm_%d: %d candidates, %d pruned, %d compiled, %d spill, %.1f s\n", shape,
-           at_dtype_name(dtype), arch, res.ncand, res.npruned, res.ncompiled, res.nspills, res.t_compile);
+    int twins = pdl_twins(&res);
+    CHECK_EQ_INT(res.nprograms, arch >= 90 ? res.ncompiled - twins : res.ncompiled);
+    if (arch >= 90)
+        CHECK(twins > 0);
+    printf("  %s %s sm_%d: %d candidates, %d pruned, %d compiled (%d programs), %d spill, %.1f s\n", shape,
+           at_dtype_name(dtype), arch, res.ncand, res.npruned, res.ncompiled, res.nprograms, res.nspills,
+           res.t_compile);
     at_search_result_free(&res);
 }
 

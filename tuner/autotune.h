@@ -425,6 +425,7 @@ typedef struct at_search_result {
     int ncand, npruned, ncompiled, ncompile_failed, nspills, ncorrect, nwrong, ncrashed, nskipped;
     int ncompile_cached; /* of ncompiled, read from the compiled-kernel cache */
     int nunreported;     /* of ncompiled, without ptxas's resource report (spills unknown) */
+    int nprograms;       /* NVRTC programs behind ncompiled (rows may share one: search.c [PDL_LAUNCH]) */
     at_search_row *rows; /* timed rows first, fastest first; then the rest */
     int nrows;
     double bytes;        /* moved per call */

@@ -80,8 +80,11 @@ static void device_line(FILE *f, const at_search_result *r)
 
 static void space_line(FILE *f, const at_search_result *r)
 {
-    fprintf(f, "space   %d candidates, %d pruned (named constraints), %d compiled (%d failed",
-            r->ncand, r->npruned, r->ncompiled, r->ncompile_failed);
+    fprintf(f, "space   %d candidates, %d pruned (named constraints), %d compiled (", r->ncand, r->npruned,
+            r->ncompiled);
+    if (r->nprograms && r->nprograms < r->ncompiled + r->ncompile_failed) /* search.c [PDL_LAUNCH] */
+        fprintf(f, "%d NVRTC programs, ", r->nprograms);
+    fprintf(f, "%d failed", r->ncompile_failed);
     if (r->nspills) /* [SPILLS] search.c sets the state */
         fprintf(f, ", %d spill%s", r->nspills, r->spills_allowed ? ", timed: allow_spills" : " not timed");
     if (r->noccupancy_rejected)
@@ -388,10 +391,10 @@ void at_report_json(FILE *f, const at_search_opts *o, const at_search_result *r,
             r->arch, r->dev.sms, (long long)r->dev.l2_bytes, r->dev.driver_version, r->dev.read_gbps,
             r->dev.copy_gbps, r->dev.empty_us);
     fprintf(f, ",\"space\":{\"candidates\":%d,\"pruned\":%d,\"compiled\":%d,\"compile_failed\":%d,"
-               "\"compile_cached\":%d,\"unreported\":%d,\"spills\":%d,\"spills_rejected\":%d,\"spills_allowed\":%s,\"correct\":%d,"
+               "\"compile_cached\":%d,\"programs\":%d,\"unreported\":%d,\"spills\":%d,\"spills_rejected\":%d,\"spills_allowed\":%s,\"correct\":%d,"
                "\"wrong\":%d,\"crashed\":%d,\"timeout\":%d,\"skipped\":%d,\"min_occupancy\":%.2f,"
                "\"occupancy_rejected\":%d}",
-            r->ncand, r->npruned, r->ncompiled, r->ncompile_failed, r->ncompile_cached, r->nunreported, r->nspills,
+            r->ncand, r->npruned, r->ncompiled, r->ncompile_failed, r->ncompile_cached, r->nprograms, r->nunreported, r->nspills,
             r->nspills_rejected, r->spills_allowed ? "true" : "false", r->ncorrect, r->nwrong, r->ncrashed,
             r->ntimeout, r->nskipped, r->min_occupancy, r->noccupancy_rejected);
     fputs(",\"search\":{\"strategy\":", f);

@@ -182,26 +182,67 @@ int at_search_plan(run *r, int n)
     return AT_OK;
 }
 
+/* The -D options that compile row's kernel. [PDL_LAUNCH] On sm_90 and
+** later TP_PDL only decides how the kernel is launched: griddepcontrol.wait
+** and .launch_dependents are no-ops in a kernel launched without
+** programmatic stream serialization, and the templates' code is the same
+** either way (common/pdl.cuh), so a TP_PDL=0 candidate runs the TP_PDL=1
+** build, launched without the attribute, and the two share one compile.
+** Before sm_90 the instructions do not exist: TP_PDL=0 compiles them out. */
+static void compile_options(const at_search_row *row, int arch, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int p = 0; p < row->cand.nparams && len < cap; p++) {
+        long long v = row->cand.params[p].value;
+        if (arch >= 90 && strcmp(row->cand.params[p].name, "TP_PDL") == 0)
+            v = 1;
+        len += (size_t)snprintf(buf + len, cap - len, "%s-D%s=%lld", p ? " " : "", row->cand.params[p].name, v);
+    }
+}
+
+/* A job's results for a second row: its own copies of the log and cubin. */
+static int job_copy(at_compile_job *dst, const at_compile_job *src)
+{
+    *dst = *src;
+    dst->log = NULL;
+    dst->cubin = NULL;
+    if (src->log && !(dst->log = strdup(src->log)))
+        return at_fail(AT_ERR_NOMEM, "out of memory");
+    if (src->cubin && src->cubin_size) {
+        if (!(dst->cubin = malloc(src->cubin_size))) {
+            free(dst->log);
+            dst->log = NULL;
+            return at_fail(AT_ERR_NOMEM, "out of memory");
+        }
+        memcpy(dst->cubin, src->cubin, src->cubin_size);
+    }
+    return AT_OK;
+}
+
 /* Phase: compile every live candidate (skipping ones the cache already
-** knows failed), record compile failures; a candidate that spills is not
-** timed unless the spec says allow_spills = true, nor one whose estimated
-** occupancy is below the spec's min_occupancy. */
+** knows failed; rows with the same template and options share one NVRTC
+** program, [PDL_LAUNCH]), record compile failures; a candidate that spills
+** is not timed unless the spec says allow_spills = true, nor one whose
+** estimated occupancy is below the spec's min_occupancy. */
 static int phase_compile(run *r)
 {
     at_search_result *res = r->res;
     const at_search_opts *o = r->o;
-    int rc, njobs = 0;
+    int rc, njobs = 0, nlive = 0;
     at_compile_job *list;
-    int *idx;
+    int *idx, *jk; /* the live rows, and each one's job in list */
     double t0 = now_s();
     res->spills_allowed = at_spec_allow_spills(r->spec);
     res->min_occupancy = at_spec_min_occupancy(r->spec);
     list = calloc((size_t)res->nrows, sizeof *list);
     idx = calloc((size_t)res->nrows, sizeof *idx);
+    jk = calloc((size_t)res->nrows, sizeof *jk);
     r->jobs = calloc((size_t)res->nrows, sizeof *r->jobs);
-    if (!list || !idx || !r->jobs) {
+    if (!list || !idx || !jk || !r->jobs) {
         free(list);
         free(idx);
+        free(jk);
         return at_fail(AT_ERR_NOMEM, "out of memory");
     }
     for (int i = 0; i < res->nrows; i++) {
@@ -220,78 +261,93 @@ static int phase_compile(run *r)
             res->nspills_rejected += stored.state == AT_TRIAL_SPILLS;
             continue;
         }
-        if ((rc = at_templates_source(r->tpl, at_spec_strategy_template(r->spec, row->cand.strategy),
-                                      &src)) != AT_OK) {
+        const char *name = at_spec_strategy_template(r->spec, row->cand.strategy);
+        if ((rc = at_templates_source(r->tpl, name, &src)) != AT_OK) {
             free(list);
             free(idx);
+            free(jk);
             return rc;
         }
-        at_compile_job *j = &list[njobs];
-        j->tpl = r->tpl;
-        j->name = at_spec_strategy_template(r->spec, row->cand.strategy);
-        j->source = src;
-        j->arch = res->arch;
-        j->dtype = o->dtype;
-        j->cubin_dir = r->cubin_dir[0] ? r->cubin_dir : NULL;
-        j->stop = o->interrupt;
-        size_t len = 0;
-        for (int p = 0; p < row->cand.nparams; p++)
-            len += (size_t)snprintf(j->options + len, sizeof j->options - len, "%s-D%s=%lld",
-                                    p ? " " : "", row->cand.params[p].name,
-                                    (long long)row->cand.params[p].value);
-        idx[njobs++] = i;
+        char opts[sizeof list->options];
+        compile_options(row, res->arch, opts, sizeof opts);
+        int k = 0;
+        while (k < njobs && (strcmp(list[k].name, name) != 0 || strcmp(list[k].options, opts) != 0))
+            k++;
+        if (k == njobs) { /* a new program */
+            at_compile_job *j = &list[njobs++];
+            j->tpl = r->tpl;
+            j->name = name;
+            j->source = src;
+            j->arch = res->arch;
+            j->dtype = o->dtype;
+            j->cubin_dir = r->cubin_dir[0] ? r->cubin_dir : NULL;
+            j->stop = o->interrupt;
+            copy_str(j->options, sizeof j->options, opts);
+        }
+        idx[nlive] = i;
+        jk[nlive++] = k;
     }
+    res->nprograms = njobs;
     rc = at_nvrtc_compile_all(list, njobs, o->threads, r->pg ? compile_progress : NULL, r);
     at_progress_end(r->pg); /* an interrupted compile leaves its line open */
-    for (int k = 0; k < njobs; k++) {
-        at_search_row *row = &res->rows[idx[k]];
-        r->jobs[idx[k]] = list[k];
-        row->trial.regs = list[k].regs;
-        row->trial.spill_bytes = list[k].spill_bytes;
-        row->trial.smem_bytes = list[k].smem_bytes;
-        if (list[k].ok) {
+    for (int e = 0; e < nlive; e++) {
+        at_search_row *row = &res->rows[idx[e]];
+        const at_compile_job *J = &list[jk[e]];
+        int crc = job_copy(&r->jobs[idx[e]], J);
+        if (crc != AT_OK) {
+            if (rc == AT_OK)
+                rc = crc;
+            continue;
+        }
+        row->trial.regs = J->regs;
+        row->trial.spill_bytes = J->spill_bytes;
+        row->trial.smem_bytes = J->smem_bytes;
+        if (J->ok) {
             const unsigned *b = row->cand.block;
             int threads = (int)(b[0] * b[1] * b[2]), blocks = 0;
-            int smem = list[k].smem_bytes + (int)row->cand.smem;
+            int smem = J->smem_bytes + (int)row->cand.smem;
             /* without ptxas's report registers and spills are unknown: no estimate, no check */
-            row->trial.occupancy = list[k].reported ? at_occupancy(res->arch, threads, list[k].regs, smem, &blocks) : 0.0;
+            row->trial.occupancy = J->reported ? at_occupancy(res->arch, threads, J->regs, smem, &blocks) : 0.0;
             res->ncompiled++;
-            res->ncompile_cached += list[k].cached;
-            res->nunreported += !list[k].reported;
-            if (res->min_occupancy > 0 && list[k].reported && row->trial.occupancy < res->min_occupancy &&
-                list[k].spill_bytes == 0) { /* not stored: the spec decides it again each run */
+            res->ncompile_cached += J->cached;
+            res->nunreported += !J->reported;
+            if (res->min_occupancy > 0 && J->reported && row->trial.occupancy < res->min_occupancy &&
+                J->spill_bytes == 0) { /* not stored: the spec decides it again each run */
                 row->trial.state = AT_TRIAL_PRUNED;
                 snprintf(row->trial.reason, sizeof row->trial.reason,
                          "min_occupancy: estimated occupancy %.2f < %.2f (%d registers, %d threads, "
                          "%d B shared: %d blocks per SM)",
-                         row->trial.occupancy, res->min_occupancy, list[k].regs, threads, smem, blocks);
+                         row->trial.occupancy, res->min_occupancy, J->regs, threads, smem, blocks);
                 res->noccupancy_rejected++;
             }
-            if (list[k].spill_bytes > 0) {
+            if (J->spill_bytes > 0) {
                 res->nspills++;
                 if (!res->spills_allowed) { /* [SPILLS] report.c explains the state */
                     row->trial.state = AT_TRIAL_SPILLS;
                     snprintf(row->trial.reason, sizeof row->trial.reason,
                              "spills %d bytes of registers to local memory: not timed (the spec may set "
                              "allow_spills = true)",
-                             list[k].spill_bytes);
+                             J->spill_bytes);
                     res->nspills_rejected++;
                     if (!o->dry_run)
                         at_search_store_trial(r, row);
                 }
             }
-        } else if (!list[k].done) {
+        } else if (!J->done) {
             copy_str(row->trial.reason, sizeof row->trial.reason, "not compiled: interrupted");
         } else if (rc == AT_OK) {
             res->ncompile_failed++;
             row->trial.state = AT_TRIAL_COMPILE_FAIL;
-            first_error(list[k].log, row->trial.reason, sizeof row->trial.reason);
+            first_error(J->log, row->trial.reason, sizeof row->trial.reason);
             if (!o->dry_run)
                 at_search_store_trial(r, row);
         }
     }
+    for (int k = 0; k < njobs; k++) /* each row has its own copy */
+        at_compile_job_clear(&list[k]);
     free(list);
     free(idx);
+    free(jk);
     res->t_compile = now_s() - t0;
     if (rc == AT_OK) { /* what the timing phase will do, for a dry run's report too */
         int n = 0;

@@ -4,7 +4,10 @@
 ** serialization, so it may start while the previous kernel in the stream is
 ** still draining. Everything before at_pdl_wait() must touch only data no
 ** earlier kernel writes (the weights); activations are read and outputs
-** written only after it. With TP_PDL=0 both calls compile to nothing.
+** written only after it. With TP_PDL=0 both calls compile to nothing; on
+** sm_90+ the tuner builds every candidate with TP_PDL=1 and launches the
+** TP_PDL=0 ones without the attribute, where both instructions are no-ops
+** (tuner/search.c [PDL_LAUNCH]).
 */
 #ifndef AT_COMMON_PDL_CUH
 #define AT_COMMON_PDL_CUH
