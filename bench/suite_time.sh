@@ -12,25 +12,15 @@ work=${2:-/tmp/autotune-suite-time}
 dt=${3:-bf16}
 rm -rf "$work"
 mkdir -p "$work"
+# the model's own suite file with its token counts cut to M=1: one list of
+# shapes, search/models/qwen3.5-2b.lua's
+model="$(dirname "$0")/../search/models/qwen3.5-2b.lua"
 suite="$work/qwen3.5-2b-m1.lua"
-cat >"$suite" <<'LUA'
--- the M=1 decode GEMVs and the norms of search/models/qwen3.5-2b.lua
-local T = {1, 2, 4, 8, 16, 128, 512, 4096}
-local function each_t(h)
-  local t = {}
-  for i, rows in ipairs(T) do t[i] = rows .. "x" .. h end
-  return t
-end
-return {
-  name = "qwen3.5-2b-m1",
-  entries = {
-    tune("gemv", {"1x2048x5120", "1x2048x2048", "1x2048x8192", "1x2048x32",
-                  "1x2048x12288", "1x6144x2048", "1x2048x248320"}, "M=1 decode GEMVs"),
-    tune("gemma_rmsnorm", each_t(2048), "input norm of layer 0, final norm"),
-    tune("add_gemma_rmsnorm", each_t(2048), "residual add + norm"),
-  },
-}
-LUA
+sed -e 's/^local M = {[^}]*}/local M = {1}/' -e 's/name = "qwen3.5-2b"/name = "qwen3.5-2b-m1"/' "$model" >"$suite"
+if ! grep -q '^local M = {1} ' "$suite" || ! grep -q 'name = "qwen3.5-2b-m1"' "$suite"; then
+  echo "suite_time: $model no longer has the 'local M = {...}' and name lines this script rewrites" >&2
+  exit 2
+fi
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), suite $suite"
 now() { date +%s.%N; }
 t0=$(now)
