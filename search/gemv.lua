@@ -152,8 +152,8 @@ return {
       template = "gemv/gemv_multi_token.cu",
       kernel = "gemv_multi_token",
       params = {
-        { "TP_WARPS",  { 4, 8 } },
-        { "TP_WPR",    { 1, 2, 4 } },
+        { "TP_WARPS",  { 4, 8, 16 } },
+        { "TP_WPR",    { 1, 2, 4, 8, 16 } }, -- 8, 16: tiny N, where a few blocks must cover K
         { "TP_ROWS",   { 1, 2, 4 } },
         { "TP_TOKENS", { 2, 4, 8 } }, -- 8: M = 5..8
         { "TP_VEC",    { 8, 4, 2, 1 } },
@@ -198,13 +198,14 @@ return {
       template = "gemv/gemv_mma.cu",
       kernel = "gemv_mma",
       params = {
-        { "TP_WARPS",  { 4, 8 } },
-        { "TP_WPR",    { 1, 2, 4, 8 } },
+        { "TP_WARPS",  { 4, 8, 16 } },
+        { "TP_WPR",    { 1, 2, 4, 8, 16 } }, -- M=8 winners sat at the old edge, 8 of 8
         { "TP_MT",     { 1, 2 } },
         { "TP_NT",     { 1, 2 } },
         { "TP_VEC",    { 8, 4, 2, 1 } },
-        { "TP_UNROLL", { 1, 2, 4 } },
-        { "TP_CACHE",  { 1, 2 } }, -- 0 never won at M=1 on the H200
+        { "TP_UNROLL", { 1, 2, 4, 8 } },
+        { "TP_STAGES", { 1, 2 } },
+        { "TP_CACHE",  { 1 } }, -- the M > 1 winners at build 782d6b3: 46 of 46 streaming
         { "TP_PDL",    { 0, 1 } },
       },
       constraints = {
@@ -228,8 +229,11 @@ return {
         independent_warps,
         vec_divides_k, widest_vec,
         { "registers_for_loads", function(p, s)
-          -- k-groups in flight per thread: 2 per row tile, 1 per token tile, per step
-          if (2 * p.TP_MT + p.TP_NT) * p.TP_UNROLL > 12 then return "too many k-groups in flight" end
+          -- k-groups held per thread (4 registers each): 2 per row tile and
+          -- 1 per token tile, per step and stage; ptxas rejects the rest by spills
+          if (2 * p.TP_MT + p.TP_NT) * p.TP_UNROLL * p.TP_STAGES > 24 then
+            return "too many k-groups in flight"
+          end
           return true
         end },
         { "every_warp_has_k", function(p, s)
@@ -241,6 +245,12 @@ return {
           -- every warp gets at least one whole chunk, or the unrolled loop never runs
           local chunk = p.TP_WPR * p.TP_UNROLL * mma_kstep(p)
           if p.TP_UNROLL > 1 and chunk > s.K then return "block_k " .. chunk .. " > K" end
+          return true
+        end },
+        { "stages_need_chunks", function(p, s)
+          -- a second stage is idle unless each warp has two chunks of K
+          local chunk = p.TP_WPR * p.TP_UNROLL * mma_kstep(p)
+          if p.TP_STAGES > 1 and 2 * chunk > s.K then return "fewer than 2 chunks per warp" end
           return true
         end },
         { "block_n_within_n", function(p, s)

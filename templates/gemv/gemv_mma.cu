@@ -19,6 +19,9 @@
 **   TP_VEC     elements per load: 1, 2, 4, 8 (8 = 16 bytes); must divide K
 **   TP_UNROLL  consecutive K steps per warp and chunk (loads in flight):
 **              1, 2, 4, 8; a step is 32 elements with TP_VEC = 8, else 16
+**   TP_STAGES  chunks in flight per warp: 1 (load, multiply, load the
+**              next) or 2 (the next chunk's loads go out before this one
+**              is multiplied: twice the registers, no idle round trip)
 **   TP_CACHE   weight cache hint: 0 default, 1 streaming, 2 L2 evict_first
 **   TP_PDL     1: programmatic dependent launch (sm_90+); the first weight
 **              chunk is loaded before waiting on the previous kernel
@@ -43,6 +46,12 @@
 #endif
 #ifndef TP_UNROLL
 #define TP_UNROLL 2
+#endif
+#ifndef TP_STAGES
+#define TP_STAGES 1
+#endif
+#if TP_STAGES != 1 && TP_STAGES != 2
+#error "TP_STAGES must be 1 or 2"
 #endif
 #if TP_WARPS % TP_WPR != 0
 #error "TP_WARPS must be a multiple of TP_WPR"
@@ -101,39 +110,68 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
     const int nfull = K / AT_MMA_KSTEP, nsteps = (K + AT_MMA_KSTEP - 1) / AT_MMA_KSTEP;
     const int nchunks = nfull / TP_UNROLL;
     int c = slice;
-    at_kgroup wv[TP_UNROLL][TP_MT][2];
-#define LOAD_W_CHUNK()                                                                             \
+#define LOAD_W_CHUNK(wb, cc)                                                                       \
     _Pragma("unroll") for (int u = 0; u < TP_UNROLL; u++)                                          \
         _Pragma("unroll") for (int mt = 0; mt < TP_MT; mt++)                                       \
             _Pragma("unroll") for (int h = 0; h < 2; h++)                                          \
-                wv[u][mt][h] = at_kgroup_load_w<false>(                                            \
-                    wr[mt][h] + (c * TP_UNROLL + u) * AT_MMA_KSTEP + kt, 0, pol)
+                wb[u][mt][h] = at_kgroup_load_w<false>(                                            \
+                    wr[mt][h] + ((cc) * TP_UNROLL + u) * AT_MMA_KSTEP + kt, 0, pol)
+#define LOAD_X_CHUNK(xb, cc)                                                                       \
+    _Pragma("unroll") for (int u = 0; u < TP_UNROLL; u++)                                          \
+        _Pragma("unroll") for (int nt = 0; nt < TP_NT; nt++)                                       \
+            xb[u][nt] = at_kgroup_load_x<false>(xr[nt] + ((cc) * TP_UNROLL + u) * AT_MMA_KSTEP + kt, 0, \
+                                                xok[nt])
+#define MMA_CHUNK(wb, xb)                                                                          \
+    _Pragma("unroll") for (int u = 0; u < TP_UNROLL; u++)                                          \
+        _Pragma("unroll") for (int m = 0; m < AT_MMA_PER_STEP; m++)                                \
+            _Pragma("unroll") for (int mt = 0; mt < TP_MT; mt++)                                   \
+                _Pragma("unroll") for (int nt = 0; nt < TP_NT; nt++)                               \
+                    at_mma_step(acc[mt][nt], wb[u][mt][0], wb[u][mt][1], xb[u][nt], m)
+    at_kgroup wv[TP_UNROLL][TP_MT][2];
     if (live && c < nchunks) /* weights depend on no earlier kernel: start streaming them now */
-        LOAD_W_CHUNK();
+        LOAD_W_CHUNK(wv, c);
     at_pdl_wait();
     at_pdl_trigger();
     if (live) {
+#if TP_STAGES == 1
+        /* one chunk in flight: load x, multiply, then fetch the next chunk */
         while (c < nchunks) {
             at_kgroup xv[TP_UNROLL][TP_NT];
-#pragma unroll
-            for (int u = 0; u < TP_UNROLL; u++)
-#pragma unroll
-                for (int nt = 0; nt < TP_NT; nt++)
-                    xv[u][nt] = at_kgroup_load_x<false>(xr[nt] + (c * TP_UNROLL + u) * AT_MMA_KSTEP + kt, 0,
-                                                        xok[nt]);
-#pragma unroll
-            for (int u = 0; u < TP_UNROLL; u++)
-#pragma unroll
-                for (int m = 0; m < AT_MMA_PER_STEP; m++)
-#pragma unroll
-                    for (int mt = 0; mt < TP_MT; mt++)
-#pragma unroll
-                        for (int nt = 0; nt < TP_NT; nt++)
-                            at_mma_step(acc[mt][nt], wv[u][mt][0], wv[u][mt][1], xv[u][nt], m);
+            LOAD_X_CHUNK(xv, c);
+            MMA_CHUNK(wv, xv);
             c += TP_WPR;
             if (c < nchunks)
-                LOAD_W_CHUNK();
+                LOAD_W_CHUNK(wv, c);
         }
+#else
+        /* two chunks in flight: the next chunk's weights and x are requested
+        ** before this chunk is multiplied, so a warp never waits idle on a
+        ** full round trip between chunks */
+        at_kgroup xv[TP_UNROLL][TP_NT];
+        if (c < nchunks)
+            LOAD_X_CHUNK(xv, c);
+        while (c < nchunks) {
+            const int cn = c + TP_WPR;
+            at_kgroup wn[TP_UNROLL][TP_MT][2], xn[TP_UNROLL][TP_NT];
+            if (cn < nchunks) {
+                LOAD_W_CHUNK(wn, cn);
+                LOAD_X_CHUNK(xn, cn);
+            }
+            MMA_CHUNK(wv, xv);
+            if (cn < nchunks) {
+#pragma unroll
+                for (int u = 0; u < TP_UNROLL; u++) {
+#pragma unroll
+                    for (int mt = 0; mt < TP_MT; mt++)
+                        wv[u][mt][0] = wn[u][mt][0], wv[u][mt][1] = wn[u][mt][1];
+#pragma unroll
+                    for (int nt = 0; nt < TP_NT; nt++)
+                        xv[u][nt] = xn[u][nt];
+                }
+            }
+            c = cn;
+        }
+#endif
         /* leftover steps, one at a time; the last may be partial (K tail) */
         for (int s = nchunks * TP_UNROLL + slice; s < nsteps; s += TP_WPR) {
             const int k = s * AT_MMA_KSTEP + kt, left = K - k;
@@ -156,6 +194,8 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
         }
     }
 #undef LOAD_W_CHUNK
+#undef LOAD_X_CHUNK
+#undef MMA_CHUNK
 
 #if TP_WPR > 1
     /* slices 1.. hand their accumulators to slice 0 of their group, which
