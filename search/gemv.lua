@@ -82,6 +82,9 @@ local MULTI_TOKEN_MAX_M = 8 -- beyond: the mma strategy alone
 
 -- [MMA_KSTEP] mma: elements of K per step, AT_MMA_KSTEP in common/mma.cuh
 local function mma_kstep(p) return p.TP_VEC == 8 and 32 or 16 end
+-- mma: output rows per block (a cluster's TP_KSPLIT blocks share them)
+local function mma_block_n(p) return p.TP_WARPS // p.TP_WPR * 16 * p.TP_MT end
+local function sms(s) return s.sms > 0 and s.sms or 132 end -- dry runs: an H200's
 
 local function unroll_within_k(wpr)
   return { "unroll_within_k", function(p, s)
@@ -200,6 +203,7 @@ return {
       params = {
         { "TP_WARPS",  { 4, 8, 16 } },
         { "TP_WPR",    { 1, 2, 4, 8, 16 } }, -- M=8 winners sat at the old edge, 8 of 8
+        { "TP_KSPLIT", { 1, 2, 4, 8 } }, -- blocks of a cluster sharing K (sm_90+)
         { "TP_MT",     { 1, 2 } },
         { "TP_NT",     { 1, 2 } },
         { "TP_VEC",    { 8, 4, 2, 1 } },
@@ -225,8 +229,22 @@ return {
           return true
         end },
         pdl_needs_sm90,
+        { "ksplit_needs_sm90", function(p, s)
+          -- thread block clusters (distributed shared memory) exist from Hopper on
+          if p.TP_KSPLIT > 1 and s.arch < 90 then return "TP_KSPLIT > 1 needs sm_90" end
+          return true
+        end },
         wpr_divides_warps,
         independent_warps,
+        { "ksplit_for_few_tiles", function(p, s)
+          -- splitting K over blocks pays only where the row tiles alone
+          -- leave the SMs short of work; past 8 blocks per SM it only adds sums
+          if p.TP_KSPLIT == 1 then return true end
+          local tiles = cdiv(s.N, mma_block_n(p))
+          if tiles >= 4 * sms(s) then return tiles .. " row tiles: enough blocks without a K split" end
+          if tiles * p.TP_KSPLIT > 8 * sms(s) then return "more than 8 blocks per SM" end
+          return true
+        end },
         vec_divides_k, widest_vec,
         { "registers_for_loads", function(p, s)
           -- k-groups held per thread (4 registers each): 2 per row tile and
@@ -237,30 +255,45 @@ return {
           return true
         end },
         { "every_warp_has_k", function(p, s)
-          -- each of the TP_WPR warps gets at least one step of K
-          if p.TP_WPR * mma_kstep(p) > s.K then return "K too short for " .. p.TP_WPR .. " warps per row" end
+          -- each of the TP_KSPLIT * TP_WPR warps gets at least one step of K
+          local w = p.TP_KSPLIT * p.TP_WPR
+          if w * mma_kstep(p) > s.K then return "K too short for " .. w .. " warps per row" end
           return true
         end },
         { "unroll_within_k", function(p, s)
           -- every warp gets at least one whole chunk, or the unrolled loop never runs
-          local chunk = p.TP_WPR * p.TP_UNROLL * mma_kstep(p)
+          local chunk = p.TP_KSPLIT * p.TP_WPR * p.TP_UNROLL * mma_kstep(p)
           if p.TP_UNROLL > 1 and chunk > s.K then return "block_k " .. chunk .. " > K" end
+          return true
+        end },
+        { "unroll_one_for_short_k", function(p, s)
+          -- one step per chunk only where two do not fit (the M=8 winners at
+          -- build 666928f: 0 of 4 shapes had TP_UNROLL=1)
+          local chunk2 = p.TP_KSPLIT * p.TP_WPR * 2 * mma_kstep(p)
+          if p.TP_UNROLL == 1 and chunk2 <= s.K then return "K fits TP_UNROLL=2" end
           return true
         end },
         { "stages_need_chunks", function(p, s)
           -- a second stage is idle unless each warp has two chunks of K
-          local chunk = p.TP_WPR * p.TP_UNROLL * mma_kstep(p)
+          local chunk = p.TP_KSPLIT * p.TP_WPR * p.TP_UNROLL * mma_kstep(p)
           if p.TP_STAGES > 1 and 2 * chunk > s.K then return "fewer than 2 chunks per warp" end
           return true
         end },
         { "block_n_within_n", function(p, s)
-          local block_n = p.TP_WARPS // p.TP_WPR * 16 * p.TP_MT
+          local block_n = mma_block_n(p)
           if block_n > 16 and block_n >= 2 * s.N then return "block_n " .. block_n .. " >= 2N" end
+          return true
+        end },
+        { "static_smem", function(p, s)
+          -- the K-split sums (warps, then cluster blocks) in 48 KiB of static shared memory
+          local groups, nacc = p.TP_WARPS // p.TP_WPR, p.TP_MT * p.TP_NT * 4
+          local bytes = (groups * (p.TP_WPR - 1) + (p.TP_KSPLIT - 1) * groups) * nacc * 32 * 4
+          if bytes > 48 * 1024 then return bytes .. " B of shared memory > 48 KiB" end
           return true
         end },
       },
       grid = function(p, s)
-        return { cdiv(s.N, p.TP_WARPS // p.TP_WPR * 16 * p.TP_MT), cdiv(s.M, 8 * p.TP_NT), 1 }
+        return { cdiv(s.N, mma_block_n(p)) * p.TP_KSPLIT, cdiv(s.M, 8 * p.TP_NT), 1 }
       end,
       block = function(p, s) return { 32 * p.TP_WARPS, 1, 1 } end,
     },

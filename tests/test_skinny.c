@@ -147,7 +147,7 @@ static void k_permutation_matches_registers(void)
 ** fields; [MMA_PERM] k-groups as in common/mma.cuh). Elements are small
 ** integers in float, so every sum is exact and any misplaced element shows. */
 typedef struct {
-    int warps, wpr, mt, nt, vec, unroll;
+    int warps, wpr, mt, nt, vec, unroll, ksplit; /* ksplit 0 reads as 1 */
 } mma_cfg;
 
 /* The AT_MMA_G elements of a k-group at row + k, as at_kgroup_load_w/_x:
@@ -174,29 +174,36 @@ static void kgroup(const float *row, int k, int left, int guard, int K, int G, i
 static void emulate_mma(const mma_cfg *c, int M, int K, int N, const float *x, const float *W, float *y, int *oob)
 {
     const int G = c->vec == 8 ? 8 : 4, KSTEP = 4 * G, PER = G / 4;
-    const int groups = c->warps / c->wpr, block_n = groups * 16 * c->mt;
+    const int groups = c->warps / c->wpr, block_n = groups * 16 * c->mt, ks = c->ksplit > 1 ? c->ksplit : 1;
     const int gx = (N + block_n - 1) / block_n, gy = (M + 8 * c->nt - 1) / (8 * c->nt);
     const int nfull = K / KSTEP, nsteps = (K + KSTEP - 1) / KSTEP, nchunks = nfull / c->unroll;
-    /* acc[warp][mt][nt] as one warp's D fragments */
-    warp_mma *acc = calloc((size_t)(c->warps * c->mt * c->nt), sizeof *acc);
-    float *part = malloc(sizeof(float) * (size_t)(c->warps * c->mt * c->nt * 4 * 32 + 1));
+    const int nslices = ks * c->wpr;
+    /* acc[rank][warp][mt][nt] as one warp's D fragments; a cluster's
+    ** blocks are emulated together (rank = blockIdx.x % TP_KSPLIT) */
+    const int nacc = c->mt * c->nt * 4, npart = groups * (c->wpr - 1) * nacc * 32;
+    const int ncpart = (ks - 1) * groups * nacc * 32;
+    warp_mma *acc = calloc((size_t)(ks * c->warps * c->mt * c->nt), sizeof *acc);
+    float *part = malloc(sizeof(float) * (size_t)(npart + 1));
+    float *cpart = malloc(sizeof(float) * (size_t)(ncpart + 1));
+    float *bsum = malloc(sizeof(float) * (size_t)(ks * groups * nacc * 32)); /* each block's slice-0 sums */
     for (int bx = 0; bx < gx; bx++)
         for (int by = 0; by < gy; by++) {
-            memset(acc, 0, (size_t)(c->warps * c->mt * c->nt) * sizeof *acc);
+            memset(acc, 0, (size_t)(ks * c->warps * c->mt * c->nt) * sizeof *acc);
+            for (int rank = 0; rank < ks; rank++)
             for (int warp = 0; warp < c->warps; warp++) {
-                const int group = warp / c->wpr, slice = warp % c->wpr;
+                const int group = warp / c->wpr, slice = warp % c->wpr, kslice = rank * c->wpr + slice;
                 const long long row0 = ((long long)bx * groups + group) * 16 * c->mt;
                 if (row0 >= N)
                     continue;
                 /* every step this warp takes, in the kernel's order */
                 /* (main loop: at_kgroup_load_*<false>, leftover: <true>) */
                 int steps[4096], guarded[4096], ns = 0;
-                for (int ch = slice; ch < nchunks; ch += c->wpr)
+                for (int ch = kslice; ch < nchunks; ch += nslices)
                     for (int u = 0; u < c->unroll; u++) {
                         guarded[ns] = 0;
                         steps[ns++] = ch * c->unroll + u;
                     }
-                for (int s = nchunks * c->unroll + slice; s < nsteps; s += c->wpr) {
+                for (int s = nchunks * c->unroll + kslice; s < nsteps; s += nslices) {
                     guarded[ns] = 1;
                     steps[ns++] = s;
                 }
@@ -204,7 +211,7 @@ static void emulate_mma(const mma_cfg *c, int M, int K, int N, const float *x, c
                     for (int m = 0; m < PER; m++)
                         for (int mt = 0; mt < c->mt; mt++)
                             for (int nt = 0; nt < c->nt; nt++) {
-                                warp_mma *wm = &acc[(warp * c->mt + mt) * c->nt + nt];
+                                warp_mma *wm = &acc[((rank * c->warps + warp) * c->mt + mt) * c->nt + nt];
                                 for (int lane = 0; lane < 32; lane++) {
                                     const int g = lane >> 2, t = lane & 3;
                                     const int k = steps[si] * KSTEP + t * G, left = K - k;
@@ -232,29 +239,62 @@ static void emulate_mma(const mma_cfg *c, int M, int K, int N, const float *x, c
                                 mma_exec(wm);
                             }
             }
-            /* slices 1.. write part[group][slice-1][(mt*TP_NT+nt)*4+i][lane] (dead
-            ** warps too), __syncthreads, slice 0 adds them in slice order, then
-            ** stores: the kernel's indices into an array of its declared size (an
-            ** index outside it counts in *oob, an unwritten slot is a NaN) */
-            const int nacc = c->mt * c->nt * 4, npart = groups * (c->wpr - 1) * nacc * 32;
-            for (int i = 0; i < npart; i++)
-                part[i] = NAN;
-            for (int warp = 0; warp < c->warps; warp++) {
-                const int group = warp / c->wpr, slice = warp % c->wpr;
-                if (slice == 0)
-                    continue;
-                for (int mt = 0; mt < c->mt; mt++)
-                    for (int nt = 0; nt < c->nt; nt++)
-                        for (int i = 0; i < 4; i++)
-                            for (int lane = 0; lane < 32; lane++) {
-                                const int at =
-                                    ((group * (c->wpr - 1) + slice - 1) * nacc + (mt * c->nt + nt) * 4 + i) * 32 + lane;
-                                if (at < 0 || at >= npart)
-                                    (*oob)++;
-                                else
-                                    part[at] = acc[(warp * c->mt + mt) * c->nt + nt].d[lane][i];
-                            }
+            /* per block: slices 1.. write part[group][slice-1][(mt*TP_NT+nt)*4+i][lane]
+            ** (dead warps too), __syncthreads, slice 0 adds them in slice order:
+            ** the kernel's indices into an array of its declared size (an index
+            ** outside it counts in *oob, an unwritten slot is a NaN) */
+            for (int rank = 0; rank < ks; rank++) {
+                for (int i = 0; i < npart; i++)
+                    part[i] = NAN;
+                for (int warp = 0; warp < c->warps; warp++) {
+                    const int group = warp / c->wpr, slice = warp % c->wpr;
+                    if (slice == 0)
+                        continue;
+                    for (int mt = 0; mt < c->mt; mt++)
+                        for (int nt = 0; nt < c->nt; nt++)
+                            for (int i = 0; i < 4; i++)
+                                for (int lane = 0; lane < 32; lane++) {
+                                    const int at =
+                                        ((group * (c->wpr - 1) + slice - 1) * nacc + (mt * c->nt + nt) * 4 + i) * 32 +
+                                        lane;
+                                    if (at < 0 || at >= npart)
+                                        (*oob)++;
+                                    else
+                                        part[at] = acc[((rank * c->warps + warp) * c->mt + mt) * c->nt + nt].d[lane][i];
+                                }
+                }
+                for (int group = 0; group < groups; group++)
+                    for (int mt = 0; mt < c->mt; mt++)
+                        for (int nt = 0; nt < c->nt; nt++)
+                            for (int lane = 0; lane < 32; lane++)
+                                for (int i = 0; i < 4; i++) {
+                                    float s = acc[((rank * c->warps + group * c->wpr) * c->mt + mt) * c->nt + nt].d[lane][i];
+                                    for (int sl = 0; sl < c->wpr - 1; sl++) {
+                                        const int at =
+                                            ((group * (c->wpr - 1) + sl) * nacc + (mt * c->nt + nt) * 4 + i) * 32 + lane;
+                                        if (at < 0 || at >= npart)
+                                            (*oob)++;
+                                        else
+                                            s += part[at];
+                                    }
+                                    bsum[((rank * groups + group) * nacc + (mt * c->nt + nt) * 4 + i) * 32 + lane] = s;
+                                }
             }
+            /* the cluster: blocks 1.. store their slice-0 sums into block 0's
+            ** cpart[rank-1][group][(mt*TP_NT+nt)*4+i][lane]; block 0 adds them in
+            ** rank order and stores */
+            for (int i = 0; i < ncpart; i++)
+                cpart[i] = NAN;
+            for (int rank = 1; rank < ks; rank++)
+                for (int group = 0; group < groups; group++)
+                    for (int a = 0; a < nacc; a++)
+                        for (int lane = 0; lane < 32; lane++) {
+                            const int at = (((rank - 1) * groups + group) * nacc + a) * 32 + lane;
+                            if (at < 0 || at >= ncpart)
+                                (*oob)++;
+                            else
+                                cpart[at] = bsum[((rank * groups + group) * nacc + a) * 32 + lane];
+                        }
             for (int group = 0; group < groups; group++) {
                 const long long row0 = ((long long)bx * groups + group) * 16 * c->mt;
                 if (row0 >= N)
@@ -263,14 +303,14 @@ static void emulate_mma(const mma_cfg *c, int M, int K, int N, const float *x, c
                     for (int nt = 0; nt < c->nt; nt++)
                         for (int lane = 0; lane < 32; lane++)
                             for (int i = 0; i < 4; i++) {
-                                float s = acc[((group * c->wpr) * c->mt + mt) * c->nt + nt].d[lane][i];
-                                for (int sl = 0; sl < c->wpr - 1; sl++) {
-                                    const int at =
-                                        ((group * (c->wpr - 1) + sl) * nacc + (mt * c->nt + nt) * 4 + i) * 32 + lane;
-                                    if (at < 0 || at >= npart)
+                                const int a = (mt * c->nt + nt) * 4 + i;
+                                float s = bsum[(group * nacc + a) * 32 + lane];
+                                for (int r = 0; r < ks - 1; r++) {
+                                    const int at = ((r * groups + group) * nacc + a) * 32 + lane;
+                                    if (at < 0 || at >= ncpart)
                                         (*oob)++;
                                     else
-                                        s += part[at];
+                                        s += cpart[at];
                                 }
                                 const int g = lane >> 2, t = lane & 3;
                                 const long long n = row0 + mt * 16 + g + (i >> 1) * 8;
@@ -280,6 +320,8 @@ static void emulate_mma(const mma_cfg *c, int M, int K, int N, const float *x, c
                             }
             }
         }
+    free(cpart);
+    free(bsum);
     free(acc);
     free(part);
 }
@@ -289,8 +331,9 @@ static void emulate_mma(const mma_cfg *c, int M, int K, int N, const float *x, c
 static void mma_mapping_matches_matmul(void)
 {
     static const mma_cfg cfgs[] = {
-        {1, 1, 1, 1, 8, 1}, {4, 2, 1, 1, 8, 2}, {4, 4, 2, 1, 8, 1}, {8, 2, 1, 2, 8, 2},
-        {2, 1, 2, 2, 4, 2}, {4, 2, 1, 1, 2, 1}, {4, 4, 1, 2, 1, 2}, {8, 8, 2, 1, 8, 4},
+        {1, 1, 1, 1, 8, 1, 1}, {4, 2, 1, 1, 8, 2, 1}, {4, 4, 2, 1, 8, 1, 1}, {8, 2, 1, 2, 8, 2, 1},
+        {2, 1, 2, 2, 4, 2, 1}, {4, 2, 1, 1, 2, 1, 1}, {4, 4, 1, 2, 1, 2, 1}, {8, 8, 2, 1, 8, 4, 1},
+        {4, 2, 1, 1, 8, 2, 2}, {4, 4, 2, 1, 8, 1, 4}, {2, 1, 1, 2, 4, 2, 8}, {8, 8, 1, 1, 8, 4, 2},
     };
     static const int Ms[] = {1, 2, 3, 5, 8, 9, 16, 17};
     int mismatches = 0, runs = 0, oob = 0;

@@ -7,8 +7,12 @@
 ** k-groups (common/mma.cuh: the k axis is permuted so each thread's piece
 ** of a row is contiguous). A warp owns TP_MT tiles of 16 rows and TP_NT
 ** tiles of 8 tokens; TP_WPR warps split each row group's K, meeting in
-** shared memory. Grid: (ceil(N / block_n), ceil(M / (8*TP_NT))). Any K, N
-** (K % TP_VEC == 0) and any M. sm_80+. Ran correct on the H200.
+** shared memory. With TP_KSPLIT > 1 (sm_90+) a cluster of TP_KSPLIT blocks
+** shares each row group's K as well, meeting in the first block's shared
+** memory, for shapes with too few row tiles to fill the GPU. Grid:
+** (ceil(N / block_n) * TP_KSPLIT, ceil(M / (8*TP_NT))). Any K, N
+** (K % TP_VEC == 0) and any M. sm_80+. Ran correct on the H200 (TP_KSPLIT
+** = 1; TP_KSPLIT > 1: not yet run).
 **
 ** Parameters (legal values):
 **   TP_WARPS   warps per block: 1, 2, 4, 8, 16 (a multiple of TP_WPR)
@@ -19,6 +23,7 @@
 **   TP_VEC     elements per load: 1, 2, 4, 8 (8 = 16 bytes); must divide K
 **   TP_UNROLL  consecutive K steps per warp and chunk (loads in flight):
 **              1, 2, 4, 8; a step is 32 elements with TP_VEC = 8, else 16
+**   TP_KSPLIT  blocks per cluster splitting K: 1, 2, 4, 8 (> 1: sm_90+)
 **   TP_STAGES  chunks in flight per warp: 1 (load, multiply, load the
 **              next) or 2 (the next chunk's loads go out before this one
 **              is multiplied: twice the registers, no idle round trip)
@@ -29,6 +34,7 @@
 **
 ** Standalone: nvcc -arch=sm_80 -cubin -I templates templates/gemv/gemv_mma.cu
 */
+#include "common/cluster.cuh"
 #include "common/mma.cuh"
 #include "common/pdl.cuh"
 
@@ -50,6 +56,9 @@
 #ifndef TP_STAGES
 #define TP_STAGES 1
 #endif
+#ifndef TP_KSPLIT
+#define TP_KSPLIT 1
+#endif
 #if TP_STAGES != 1 && TP_STAGES != 2
 #error "TP_STAGES must be 1 or 2"
 #endif
@@ -59,18 +68,31 @@
 #define GROUPS (TP_WARPS / TP_WPR)
 #define NACC (TP_MT * TP_NT * 4) /* accumulators per thread */
 
-extern "C" __global__ void __launch_bounds__(TP_WARPS * 32)
+#if TP_KSPLIT > 1
+#define AT_MMA_CLUSTER __cluster_dims__(TP_KSPLIT, 1, 1)
+#else
+#define AT_MMA_CLUSTER
+#endif
+
+extern "C" __global__ void __launch_bounds__(TP_WARPS * 32) AT_MMA_CLUSTER
 gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *__restrict__ y, int M,
          int K, int N)
 {
 #if TP_WPR > 1
     __shared__ float part[GROUPS][TP_WPR - 1][NACC][32]; /* [..][reg][lane]: no bank conflicts */
 #endif
+#if TP_KSPLIT > 1
+    __shared__ float cpart[TP_KSPLIT - 1][GROUPS][NACC][32]; /* block 0's: the other blocks' sums */
+    const int rank = (int)at_cluster_rank(); /* blockIdx.x % TP_KSPLIT */
+#else
+    const int rank = 0;
+#endif
     const int lane = (int)(threadIdx.x & 31u);
     const int warp = (int)(threadIdx.x >> 5);
     const int group = warp / TP_WPR, slice = warp % TP_WPR;
     const int g = lane >> 2, t = lane & 3;
-    const long long row0 = ((long long)blockIdx.x * GROUPS + group) * (16 * TP_MT);
+    const long long row0 = ((long long)(blockIdx.x / TP_KSPLIT) * GROUPS + group) * (16 * TP_MT);
+    const int kslice = rank * TP_WPR + slice, nslices = TP_KSPLIT * TP_WPR; /* this warp's share of K */
     const int tok0 = (int)blockIdx.y * (8 * TP_NT);
     const bool live = row0 < N; /* warp-uniform; a dead warp still reaches the barrier */
 
@@ -105,11 +127,12 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
 
     /* K in steps of AT_MMA_KSTEP; chunk c = steps c*U .. c*U+U-1 (consecutive,
     ** so a warp reads 64*U contiguous bytes of each row with TP_VEC = 8);
-    ** slice s takes chunks s, s + TP_WPR, ... then the leftover steps. */
+    ** K slice s (of the cluster's TP_KSPLIT * TP_WPR warps per row group)
+    ** takes chunks s, s + nslices, ... then the leftover steps. */
     const int kt = t * AT_MMA_G; /* this thread's k-group within a step */
     const int nfull = K / AT_MMA_KSTEP, nsteps = (K + AT_MMA_KSTEP - 1) / AT_MMA_KSTEP;
     const int nchunks = nfull / TP_UNROLL;
-    int c = slice;
+    int c = kslice;
 #define LOAD_W_CHUNK(wb, cc)                                                                       \
     _Pragma("unroll") for (int u = 0; u < TP_UNROLL; u++)                                          \
         _Pragma("unroll") for (int mt = 0; mt < TP_MT; mt++)                                       \
@@ -139,7 +162,7 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
             at_kgroup xv[TP_UNROLL][TP_NT];
             LOAD_X_CHUNK(xv, c);
             MMA_CHUNK(wv, xv);
-            c += TP_WPR;
+            c += nslices;
             if (c < nchunks)
                 LOAD_W_CHUNK(wv, c);
         }
@@ -151,7 +174,7 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
         if (c < nchunks)
             LOAD_X_CHUNK(xv, c);
         while (c < nchunks) {
-            const int cn = c + TP_WPR;
+            const int cn = c + nslices;
             at_kgroup wn[TP_UNROLL][TP_MT][2], xn[TP_UNROLL][TP_NT];
             if (cn < nchunks) {
                 LOAD_W_CHUNK(wn, cn);
@@ -173,7 +196,7 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
         }
 #endif
         /* leftover steps, one at a time; the last may be partial (K tail) */
-        for (int s = nchunks * TP_UNROLL + slice; s < nsteps; s += TP_WPR) {
+        for (int s = nchunks * TP_UNROLL + kslice; s < nsteps; s += nslices) {
             const int k = s * AT_MMA_KSTEP + kt, left = K - k;
             at_kgroup w1[TP_MT][2], x1[TP_NT];
 #pragma unroll
@@ -210,19 +233,47 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
                     part[group][slice - 1][(mt * TP_NT + nt) * 4 + i][lane] = acc[mt][nt][i];
     }
     __syncthreads();
-    if (slice > 0)
-        return;
+    if (slice == 0) {
 #pragma unroll
-    for (int s = 0; s < TP_WPR - 1; s++)
+        for (int s = 0; s < TP_WPR - 1; s++)
+#pragma unroll
+            for (int mt = 0; mt < TP_MT; mt++)
+#pragma unroll
+                for (int nt = 0; nt < TP_NT; nt++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        acc[mt][nt][i] += part[group][s][(mt * TP_NT + nt) * 4 + i][lane];
+    }
+#endif
+#if TP_KSPLIT > 1
+    /* blocks 1.. of the cluster hand their block's sums to block 0, which
+    ** adds them in rank order; every thread of the cluster meets at the
+    ** barrier, so none may return before it */
+    if (slice == 0 && rank > 0) {
 #pragma unroll
         for (int mt = 0; mt < TP_MT; mt++)
 #pragma unroll
             for (int nt = 0; nt < TP_NT; nt++)
 #pragma unroll
                 for (int i = 0; i < 4; i++)
-                    acc[mt][nt][i] += part[group][s][(mt * TP_NT + nt) * 4 + i][lane];
+                    at_cluster_store(&cpart[rank - 1][group][(mt * TP_NT + nt) * 4 + i][lane], 0u, acc[mt][nt][i]);
+    }
+    at_cluster_sync();
+    if (rank > 0)
+        return;
+    if (slice == 0) {
+#pragma unroll
+        for (int r = 0; r < TP_KSPLIT - 1; r++)
+#pragma unroll
+            for (int mt = 0; mt < TP_MT; mt++)
+#pragma unroll
+                for (int nt = 0; nt < TP_NT; nt++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        acc[mt][nt][i] += cpart[r][group][(mt * TP_NT + nt) * 4 + i][lane];
+    }
 #endif
-    if (!live)
+    if (slice > 0 || !live)
         return;
     /* D[i][j] = y[tok0 + nt*8 + j][row0 + mt*16 + i]; this lane holds
     ** i = g, g+8 and j = 2t, 2t+1 */
