@@ -78,7 +78,13 @@ local independent_warps = { "independent_warps", function(p, s)
   return true
 end }
 
-local MULTI_TOKEN_MAX_M = 8 -- beyond: the mma strategy alone
+local MULTI_TOKEN_MAX_M = 8 -- beyond: the mma strategy alone, unless the weights are tiny
+
+-- Weights this small stay in L2 while the kernel runs, so a second group of
+-- tokens re-reads them from L2, not from memory: multi_token may then split
+-- the tokens over blocks along y (N = 32, M = 8 on the H200 at build 5703e8b:
+-- one group of 8 took 1.49x the M=1 time, while M = 4 took 1.11x).
+local function tiny_weights(s) return s.N * s.K * s.elem <= 2 * 1024 * 1024 end
 
 -- [MMA_KSTEP] mma: elements of K per step, AT_MMA_KSTEP in common/mma.cuh
 local function mma_kstep(p) return p.TP_VEC == 8 and 32 or 16 end
@@ -168,13 +174,15 @@ return {
         { "multi_token_m", function(p, s)
           -- one block holds all tokens' sums: a few tokens only
           if s.M < 2 then return "M=1: warp_row and splitk" end
-          if s.M > MULTI_TOKEN_MAX_M then return "M > " .. MULTI_TOKEN_MAX_M .. ": mma" end
+          if s.M > MULTI_TOKEN_MAX_M and not tiny_weights(s) then return "M > " .. MULTI_TOKEN_MAX_M .. ": mma" end
           return true
         end },
         bf16_needs_sm80,
         { "tokens_cover_m", function(p, s)
-          -- the smallest TP_TOKENS that holds M: each weight read once
+          -- the smallest TP_TOKENS that holds M: each weight read once from
+          -- memory (tiny weights: any fewer, the other groups read L2)
           local want = s.M <= 2 and 2 or (s.M <= 4 and 4 or 8)
+          if tiny_weights(s) and p.TP_TOKENS <= want then return true end
           if p.TP_TOKENS ~= want then return "M=" .. s.M .. " takes TP_TOKENS=" .. want end
           return true
         end },

@@ -602,7 +602,8 @@ static void live_counts_dtype(const char *shape, int arch, at_dtype dtype, int l
 static void live_counts(const char *shape, int arch, int live[4]) { live_counts_dtype(shape, arch, AT_BF16, live); }
 
 /* M=1: only the measured strategies; M = 2..8: multi_token and mma; M > 8:
-** mma alone (sm_80+); at most 700 live candidates. */
+** mma alone (sm_80+), with multi_token too where the weights are tiny (at
+** most 2 MiB: 16x2048x32, 16x2050x77); at most 800 live candidates. */
 static void strategies_by_m(void)
 {
     static const struct {
@@ -612,8 +613,8 @@ static void strategies_by_m(void)
     } cases[] = {
         {"2x2048x8192", 90, 1, 1},   {"3x2048x5120", 80, 1, 1},    {"4x2048x2048", 89, 1, 1},
         {"5x2048x8192", 90, 1, 1},   {"8x2048x12288", 89, 1, 1},   {"9x6144x2048", 90, 0, 1},
-        {"16x2048x32", 90, 0, 1},    {"16x2048x248320", 80, 0, 1}, {"17x2048x8192", 90, 0, 1},
-        {"3x2051x333", 90, 1, 1},    {"16x2050x77", 89, 0, 1},     {"4x2052x100", 75, 0, 0},
+        {"16x2048x32", 90, 1, 1},    {"16x2048x248320", 80, 0, 1}, {"17x2048x8192", 90, 0, 1},
+        {"3x2051x333", 90, 1, 1},    {"16x2050x77", 89, 1, 1},     {"4x2052x100", 75, 0, 0},
     };
     int live[4];
     live_counts("1x2048x8192", 90, live);
@@ -625,7 +626,7 @@ static void strategies_by_m(void)
         CHECK_EQ_INT(live[0] + live[1], 0);
         CHECK_EQ_INT(live[2] > 0, cases[i].mt);
         CHECK_EQ_INT(live[3] > 0, cases[i].mma);
-        CHECK(live[2] + live[3] <= 700);
+        CHECK(live[2] + live[3] <= 800);
     }
     /* sm_75: no bf16 store (cvt.rn.bf16.f32 is sm_80+), so bf16 prunes
     ** multi_token there (above); fp16 keeps it, mma needs sm_80 either way */
