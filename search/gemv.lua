@@ -4,8 +4,10 @@
 -- K, reduced in shared memory). At M = 2..16, two that read each weight
 -- once for all tokens (both ran on the H200, M = 2..17):
 -- multi_token (CUDA cores, TP_TOKENS tokens' sums per thread; M = 2..8,
--- TP_TOKENS=8 for M = 5..8 ran at build 782d6b3) and mma (tensor cores,
--- mma.sync m16n8k16 with W rows on the MMA's M side, tokens on its N side).
+-- and any M where the weights are tiny) and mma (tensor cores, mma.sync
+-- m16n8k16 with W rows on the MMA's M side, tokens on its N side; two
+-- chunks in flight with TP_STAGES=2, K split over a cluster of blocks with
+-- TP_KSPLIT > 1 on sm_90+: both ran correct on the H200 at build 5703e8b).
 -- Parameter names are the templates' TP_* macros; constraints are named so a
 -- pruned candidate says why. Runs sandboxed: no io, os, require.
 
