@@ -248,12 +248,11 @@ return {
         independent_warps,
         { "ksplit_for_few_tiles", function(p, s)
           -- splitting K over blocks pays only where the row tiles alone
-          -- leave the SMs short of work; past 16 blocks per SM it only adds sums
-          -- (8x2048x5120 at 5703e8b: 320 tiles, the best TP_KSPLIT=2 at 1.27x its M=1 time)
+          -- leave the SMs short of work; past 8 blocks per SM it only adds sums
           if p.TP_KSPLIT == 1 then return true end
           local tiles = cdiv(s.N, mma_block_n(p))
           if tiles >= 4 * sms(s) then return tiles .. " row tiles: enough blocks without a K split" end
-          if tiles * p.TP_KSPLIT > 16 * sms(s) then return "more than 16 blocks per SM" end
+          if tiles * p.TP_KSPLIT > 8 * sms(s) then return "more than 8 blocks per SM" end
           return true
         end },
         vec_divides_k, widest_vec,
