@@ -352,7 +352,7 @@ static void test_anneal(void)
         at_strategy_result res;
         CHECK_EQ_INT(at_strategy_run(sp->c, sp->n, &o, fake_measure, f, &res), AT_OK);
         CHECK_EQ_INT(res.nmeasured, b);
-        check_walk(sp, f, &res, AT_STRATEGY_STARTS);
+        check_walk(sp, f, &res, at_strategy_anneal_starts(b));
         CHECK(res.best >= 0 && isfinite(sp->truth[res.best]));
         hits += near_opt(sp, &res);
         restarts += res.restarts;
@@ -363,15 +363,16 @@ static void test_anneal(void)
            restarts / 8);
     CHECK_EQ_INT(hits, 8);
 
-    /* budget n: the walk must leave its lattice to reach the other spec
-    ** strategy (and any isolated point), through counted random restarts */
+    /* budget n: the walk reaches every candidate, the other spec strategy
+    ** and any isolated point included (through the spread starts or counted
+    ** random restarts; check_walk accounts for both) */
     fake *f = new_fake(sp, 4);
     at_strategy_opts o = opts_of(AT_STRATEGY_ANNEAL, 0, 4);
     at_strategy_result res;
     CHECK_EQ_INT(at_strategy_run(sp->c, sp->n, &o, fake_measure, f, &res), AT_OK);
     CHECK_EQ_INT(res.nmeasured, sp->n);
-    check_walk(sp, f, &res, AT_STRATEGY_STARTS);
-    CHECK(res.restarts >= 1 && near_opt(sp, &res));
+    check_walk(sp, f, &res, at_strategy_anneal_starts(sp->n));
+    CHECK(near_opt(sp, &res));
     printf("  anneal, budget n: %d restarts\n", res.restarts);
     at_strategy_result_free(&res);
     free(f);
@@ -446,9 +447,14 @@ static void test_warm_start(void)
         o.nwarm = 3; /* the duplicate is ignored */
         CHECK_EQ_INT(at_strategy_run(sp->c, sp->n, &o, fake_measure, f, &res), AT_OK);
         CHECK(f->idx[0] == poor && f->idx[1] == good && f->idx[2] != poor);
-        if (kind == AT_STRATEGY_ANNEAL) { /* starts from the better seed */
-            CHECK_EQ_INT(res.from[f->idx[2]], good);
-            check_walk(sp, f, &res, 2);
+        if (kind == AT_STRATEGY_ANNEAL) { /* the seeds, the spread picks, then a walk from the best of them */
+            const int starts = 2 + at_strategy_anneal_starts(40);
+            int best = f->idx[0];
+            for (int k = 1; k < starts; k++)
+                if (res.us[f->idx[k]] < res.us[best])
+                    best = f->idx[k];
+            CHECK_EQ_INT(res.from[f->idx[starts]], best);
+            check_walk(sp, f, &res, starts);
         }
         if (kind == AT_STRATEGY_HALVING) { /* budget 40 < n: the poor seed still gets rung 1 */
             CHECK_EQ_INT(res.reps[poor], 2 * 3);

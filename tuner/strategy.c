@@ -282,6 +282,33 @@ static int pool_pick(search *s)
     return s->pool[rng_below(s, s->npool)];
 }
 
+/* A random unmeasured candidate of spec strategy k modulo the strategies
+** present (the next one that has any left; any candidate if none has). */
+static int pool_pick_strategy(search *s, int k)
+{
+    int nst = 0;
+    for (int i = 0; i < s->n; i++)
+        if (s->c[i].strategy >= nst)
+            nst = s->c[i].strategy + 1;
+    for (int t = 0; t < nst; t++) {
+        int want = (k + t) % nst, m = 0;
+        for (int j = 0; j < s->npool; j++)
+            m += s->c[s->pool[j]].strategy == want;
+        if (m == 0)
+            continue;
+        int r = rng_below(s, m);
+        for (int j = 0; j < s->npool; j++)
+            if (s->c[s->pool[j]].strategy == want && r-- == 0)
+                return s->pool[j];
+    }
+    return pool_pick(s);
+}
+
+int at_strategy_anneal_starts(int budget)
+{
+    return budget / 4 > AT_STRATEGY_STARTS ? budget / 4 : AT_STRATEGY_STARTS;
+}
+
 static int budget_of(const search *s)
 {
     int b = s->o.budget;
@@ -507,18 +534,14 @@ static int run_anneal(search *s)
     int nb[MAX_NEIGHBOURS], cand[MAX_NEIGHBOURS];
     if ((rc = build_lattice(s)) != AT_OK || (rc = measure_warm(s, R, b)) != AT_OK)
         return rc;
-    for (int k = 0; k < s->nwarm; k++)
-        if (isfinite(res->us[s->warm[k]]) && (cur < 0 || res->us[s->warm[k]] < res->us[cur]))
-            cur = s->warm[k];
-    if (cur < 0) { /* no usable seed: the best of a few random picks */
-        for (int k = 0; k < AT_STRATEGY_STARTS && res->nmeasured < b && s->npool > 0; k++)
-            if ((rc = measure_one(s, pool_pick(s), R)) != AT_OK)
-                return rc;
-        for (int k = 0; k < res->nmeasured; k++) {
-            int i = res->order[k];
-            if (isfinite(res->us[i]) && (cur < 0 || res->us[i] < res->us[cur]))
-                cur = i;
-        }
+    /* the walk starts from the best of the seeds and the spread picks */
+    for (int k = 0, starts = at_strategy_anneal_starts(b); k < starts && res->nmeasured < b && s->npool > 0; k++)
+        if ((rc = measure_one(s, pool_pick_strategy(s, k), R)) != AT_OK)
+            return rc;
+    for (int k = 0; k < res->nmeasured; k++) {
+        int i = res->order[k];
+        if (isfinite(res->us[i]) && (cur < 0 || res->us[i] < res->us[cur]))
+            cur = i;
     }
     while (res->nmeasured < b && s->npool > 0) {
         int m = 0;
