@@ -92,6 +92,9 @@ local function tiny_weights(s) return s.N * s.K * s.elem <= 2 * 1024 * 1024 end
 local function mma_kstep(p) return p.TP_VEC == 8 and 32 or 16 end
 -- mma: output rows per block (a cluster's TP_KSPLIT blocks share them)
 local function mma_block_n(p) return p.TP_WARPS // p.TP_WPR * 16 * p.TP_MT end
+-- mma: elements of K one round of a row group's TP_KSPLIT * TP_WPR warps
+-- covers at `unroll` steps per warp (TP_UNROLL: one chunk each)
+local function mma_chunk(p, unroll) return p.TP_KSPLIT * p.TP_WPR * unroll * mma_kstep(p) end
 local function sms(s) return s.sms > 0 and s.sms or 132 end -- dry runs: an H200's
 
 local function unroll_within_k(wpr)
@@ -266,27 +269,24 @@ return {
         end },
         { "every_warp_has_k", function(p, s)
           -- each of the TP_KSPLIT * TP_WPR warps gets at least one step of K
-          local w = p.TP_KSPLIT * p.TP_WPR
-          if w * mma_kstep(p) > s.K then return "K too short for " .. w .. " warps per row" end
+          if mma_chunk(p, 1) > s.K then return "K too short for " .. p.TP_KSPLIT * p.TP_WPR .. " warps per row" end
           return true
         end },
         { "unroll_within_k", function(p, s)
           -- every warp gets at least one whole chunk, or the unrolled loop never runs
-          local chunk = p.TP_KSPLIT * p.TP_WPR * p.TP_UNROLL * mma_kstep(p)
+          local chunk = mma_chunk(p, p.TP_UNROLL)
           if p.TP_UNROLL > 1 and chunk > s.K then return "block_k " .. chunk .. " > K" end
           return true
         end },
         { "unroll_one_for_short_k", function(p, s)
           -- one step per chunk only where two do not fit (the M=8 winners at
           -- build 666928f: 0 of 4 shapes had TP_UNROLL=1)
-          local chunk2 = p.TP_KSPLIT * p.TP_WPR * 2 * mma_kstep(p)
-          if p.TP_UNROLL == 1 and chunk2 <= s.K then return "K fits TP_UNROLL=2" end
+          if p.TP_UNROLL == 1 and mma_chunk(p, 2) <= s.K then return "K fits TP_UNROLL=2" end
           return true
         end },
         { "stages_need_chunks", function(p, s)
           -- a second stage is idle unless each warp has two chunks of K
-          local chunk = p.TP_KSPLIT * p.TP_WPR * p.TP_UNROLL * mma_kstep(p)
-          if p.TP_STAGES > 1 and 2 * chunk > s.K then return "fewer than 2 chunks per warp" end
+          if p.TP_STAGES > 1 and 2 * mma_chunk(p, p.TP_UNROLL) > s.K then return "fewer than 2 chunks per warp" end
           return true
         end },
         { "block_n_within_n", function(p, s)

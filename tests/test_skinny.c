@@ -653,14 +653,7 @@ static void add_distinct(const char *shape, int arch, distinct_cand *list, int *
         if (c[i].pruned_by[0])
             continue;
         distinct_cand d = {.strategy = c[i].strategy};
-        size_t len = 0;
-        for (int p = 0; p < c[i].nparams; p++) {
-            long long v = c[i].params[p].value;
-            if (arch >= 90 && strcmp(c[i].params[p].name, "TP_PDL") == 0)
-                v = 1; /* the tuner's compile: TP_PDL=0 runs the TP_PDL=1 build (search.c [PDL_LAUNCH]) */
-            len += (size_t)snprintf(d.options + len, sizeof d.options - len, "%s-D%s=%lld", p ? " " : "",
-                                    c[i].params[p].name, v);
-        }
+        at_candidate_compile_options(&c[i], arch, d.options, sizeof d.options); /* as the tuner compiles it */
         int dup = 0;
         for (int j = 0; j < *n && !dup; j++)
             dup = list[j].strategy == d.strategy && strcmp(list[j].options, d.options) == 0;

@@ -13,6 +13,7 @@
 ** 1x2048x5120 just 3 of 738 candidates are within 3% of the best, which
 ** draws of a fifth of the space miss about half the time. No GPU, no clock.
 */
+#include "bench.h"
 #include "strategy.h"
 #include "tinytest.h"
 
@@ -171,18 +172,10 @@ static void strategies_on_recorded_landscapes(void)
                 cost += c;
                 within += q[s] <= 1.03;
             }
-            double worst = 0.0, sorted[SEEDS];
-            memcpy(sorted, q, sizeof q);
-            for (int a = 0; a < SEEDS; a++)
-                for (int b = a + 1; b < SEEDS; b++)
-                    if (sorted[b] < sorted[a]) {
-                        double t = sorted[a];
-                        sorted[a] = sorted[b];
-                        sorted[b] = t;
-                    }
-            worst = sorted[SEEDS - 1];
+            double median, best, worst;
+            at_stats(q, SEEDS, &median, &best, &worst);
             printf("  %-12s %-10s %6.3fx %6.3fx %5d/%d %6.0f%%\n", l->shape, at_strategy_name(kinds[k]), worst,
-                   sorted[SEEDS / 2], within, SEEDS, 100.0 * (double)cost / ((double)SEEDS * l->n * REPS));
+                   median, within, SEEDS, 100.0 * (double)cost / ((double)SEEDS * l->n * REPS));
             if (kinds[k] == AT_STRATEGY_EXHAUSTIVE)
                 CHECK(worst <= 1.03); /* it times everything: noise alone separates the top */
             if (kinds[k] == AT_STRATEGY_HALVING)

@@ -167,6 +167,11 @@ int at_spec_bytes(at_spec *spec, const at_problem *pb, double *bytes);
 void at_candidate_params_string(const at_candidate *c, char *buf, size_t len);
 /* Value of a named parameter, or `fallback` when the candidate lacks it. */
 int64_t at_candidate_param(const at_candidate *c, const char *name, int64_t fallback);
+/* The -D options ("-DTP_A=1 -DTP_B=2") the tuner compiles c with for
+** sm_<arch>: its parameters, except that from sm_90 on TP_PDL is always 1
+** (a TP_PDL=0 candidate is the same build launched without the attribute:
+** search.c [PDL_LAUNCH]), so candidates with equal options share a compile. */
+void at_candidate_compile_options(const at_candidate *c, int arch, char *buf, size_t cap);
 
 /* ---------------------------------------------------------------- sha256 */
 

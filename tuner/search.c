@@ -182,22 +182,22 @@ int at_search_plan(run *r, int n)
     return AT_OK;
 }
 
-/* The -D options that compile row's kernel. [PDL_LAUNCH] On sm_90 and
-** later TP_PDL only decides how the kernel is launched: griddepcontrol.wait
-** and .launch_dependents are no-ops in a kernel launched without
-** programmatic stream serialization, and the templates' code is the same
-** either way (common/pdl.cuh), so a TP_PDL=0 candidate runs the TP_PDL=1
-** build, launched without the attribute, and the two share one compile.
-** Before sm_90 the instructions do not exist: TP_PDL=0 compiles them out. */
-static void compile_options(const at_search_row *row, int arch, char *buf, size_t cap)
+/* [PDL_LAUNCH] On sm_90 and later TP_PDL only decides how the kernel is
+** launched: griddepcontrol.wait and .launch_dependents are no-ops in a
+** kernel launched without programmatic stream serialization, and the
+** templates' code is the same either way (common/pdl.cuh), so a TP_PDL=0
+** candidate runs the TP_PDL=1 build, launched without the attribute, and
+** the two share one compile. Before sm_90 the instructions do not exist:
+** TP_PDL=0 compiles them out. */
+void at_candidate_compile_options(const at_candidate *c, int arch, char *buf, size_t cap)
 {
     size_t len = 0;
     buf[0] = '\0';
-    for (int p = 0; p < row->cand.nparams && len < cap; p++) {
-        long long v = row->cand.params[p].value;
-        if (arch >= 90 && strcmp(row->cand.params[p].name, "TP_PDL") == 0)
+    for (int p = 0; p < c->nparams && len < cap; p++) {
+        long long v = c->params[p].value;
+        if (arch >= 90 && strcmp(c->params[p].name, "TP_PDL") == 0)
             v = 1;
-        len += (size_t)snprintf(buf + len, cap - len, "%s-D%s=%lld", p ? " " : "", row->cand.params[p].name, v);
+        len += (size_t)snprintf(buf + len, cap - len, "%s-D%s=%lld", p ? " " : "", c->params[p].name, v);
     }
 }
 
@@ -269,7 +269,7 @@ static int phase_compile(run *r)
             return rc;
         }
         char opts[sizeof list->options];
-        compile_options(row, res->arch, opts, sizeof opts);
+        at_candidate_compile_options(&row->cand, res->arch, opts, sizeof opts);
         int k = 0;
         while (k < njobs && (strcmp(list[k].name, name) != 0 || strcmp(list[k].options, opts) != 0))
             k++;
