@@ -10,13 +10,14 @@
 # Speed is reported, never asserted.
 # Usage: bench/strategies.sh [AUTOTUNE] [WORK_DIR] [DTYPE]
 # Env: SHAPES (default: the seven Qwen3.5-2B M=1 shapes), BUDGET (random and
-# anneal: candidates measured; default 150, a fifth of the space).
+# anneal: candidates screened; default 370, half of the ~740-candidate
+# space; each then re-times its 4 fastest at full reps).
 set -uo pipefail
 . "$(dirname "$0")/common.sh" # tune_one (BENCH_RESUME=1 keeps finished shapes)
 bin=${1:-build/autotune}
 work=${2:-/tmp/autotune-strategies}
 dt=${3:-bf16}
-budget=${BUDGET:-150}
+budget=${BUDGET:-370}
 shapes=${SHAPES:-1x2048x5120 1x2048x2048 1x2048x8192 1x2048x32 1x2048x12288 1x6144x2048 1x2048x248320}
 mkdir -p "$work"
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), results in $work"
@@ -41,7 +42,7 @@ def load(s, st):
         return None
     return d if d.get("status", 1) == 0 else None
 print(f"\n{dt}: each strategy against exhaustive (us: the stored winner; search = verify + time s)")
-print(f"  {'shape':16} {'strategy':10} {'measured':>8} {'us':>8} {'vs exh':>7} {'search s':>8} {'share':>6} {'total s':>8} {'share':>6}")
+print(f"  {'shape':16} {'strategy':10} {'measured':>8} {'us':>8} {'vs exh':>7} {'search s':>8} {'share':>6} {'total s':>8} {'share':>6} {'graphs':>6} {'graph s':>7}")
 summary = {st: {"worst": 0.0, "search": [], "total": []} for st in strategies[1:]}
 for s in shapes:
     ex = load(s, "exhaustive")
@@ -59,7 +60,8 @@ for s in shapes:
         t = d["timing"]; search = t["verify_s"] + t["time_s"]
         r = us_of(d) / ex_us
         print(f"  {s:16} {st:10} {d['search']['measured']:8d} {us_of(d):8.2f} {r:6.3f}x {search:8.1f} "
-              f"{search / ex_search:6.0%} {t['total_s']:8.1f} {t['total_s'] / ex_total:6.0%}")
+              f"{search / ex_search:6.0%} {t['total_s']:8.1f} {t['total_s'] / ex_total:6.0%} "
+              f"{t.get('graphs', 0):6d} {t['graph_s']:7.2f}")
         if st != "exhaustive":
             m = summary[st]
             m["worst"] = max(m["worst"], r - 1.0)

@@ -430,6 +430,41 @@ static void exhaustive_measures_every_correct_candidate(void)
     CHECK_STR_HAS(o.out, "\"other_s\":");
 }
 
+/* Halving screens with short graphs (search_gpu.c SCREEN_US) built once per
+** candidate and kept across its rungs: one capture per candidate, plus the
+** last rung's and the final round's full graphs and the baselines'. */
+static void halving_screens_with_short_kept_graphs(void)
+{
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    at_search_result res;
+    CHECK_EQ_INT(tune_with("1x2048x2048", "halving", 0, &res), AT_OK);
+    CHECK(res.screen_launches > 0 && res.screen_launches < res.launches);
+    CHECK_EQ_INT(res.launches % res.screen_launches, 0); /* whole passes over the copies */
+    CHECK_EQ_INT(res.screen_launches % res.copies, 0);
+    CHECK(res.nmeasured > 100);
+    int full = 0, screened = 0;
+    for (int i = 0; i < res.nrows; i++) {
+        const at_search_row *row = &res.rows[i];
+        if (row->trial.state != AT_TRIAL_OK || row->reps == 0)
+            continue;
+        if (row->reps < res.full_reps) {
+            screened++;
+            CHECK_STR_HAS(row->trial.reason, "screened");
+        } else {
+            full++;
+        }
+    }
+    CHECK(screened > 0 && full > 0);
+    /* captures: a short graph per measured candidate, a full one for each
+    ** candidate timed at full reps (last rung, final round), the baselines' */
+    CHECK(res.ngraphs <= res.nmeasured + 2 * full + res.nbaselines + 1);
+    printf("  halving: %d measured, %d at full reps, %d graphs (%.2f s), screening %d launches of %d, timing "
+           "%.1f s\n",
+           res.nmeasured, full, res.ngraphs, res.t_graph, res.screen_launches, res.launches, res.t_time);
+    at_search_result_free(&res);
+}
+
 /* A shape next to a tuned one starts from that one's winner. */
 static void warm_start_seeds_from_a_tuned_neighbour(void)
 {
@@ -472,6 +507,7 @@ int main(void)
     TT_RUN_ISOLATED(norm_end_to_end_then_cached_then_forced);
     TT_RUN_ISOLATED(each_strategy_tunes_and_stores_a_winner);
     TT_RUN_ISOLATED(exhaustive_measures_every_correct_candidate);
+    TT_RUN_ISOLATED(halving_screens_with_short_kept_graphs);
     TT_RUN_ISOLATED(warm_start_seeds_from_a_tuned_neighbour);
     return TT_DONE();
 }

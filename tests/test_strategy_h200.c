@@ -3,15 +3,20 @@
 ** timing landscapes (tests/data/h200_landscapes.txt: every correct
 ** candidate of five real tunes, one M=1 and four M=8, with its measured µs).
 ** A fake timer answers each measurement with the recorded time and a
-** noise of ~1%/sqrt(reps), as the device's replays scatter. Prints, per
-** landscape and strategy at the bench's budget (a fifth of the space, as
-** bench/strategies.sh's 150 of ~740), how far the winner is from the
-** landscape's best over several seeds, and checks what the strategies
-** promise: exhaustive and halving stay within 3% on every run; anneal
-** within 3% on 85% of them and never past 1.10x (the walk of build 5e05fe9,
-** four random starts, managed 79% and 1.87x). random is reported only: on
-** 1x2048x5120 just 3 of 738 candidates are within 3% of the best, which
-** draws of a fifth of the space miss about half the time. No GPU, no clock.
+** noise of ~1%/sqrt(reps), as the device's replays scatter; a screening
+** replay (below full reps: search_gpu.c's short graph, a fifth of the
+** launches on 1x2048x5120) scatters sqrt(5) times more. Prints, per
+** landscape and strategy at the bench's budget (half the space, as
+** bench/strategies.sh's), how far the winner is from the landscape's best
+** over several seeds, and what it cost in full-length replays (a screening
+** replay counted as a fifth of one); checks what the strategies promise:
+** exhaustive and halving stay within 3% on every run; anneal within 3% on
+** 95% of them and never past 1.05x (the walk of build 5e05fe9, four random
+** starts at a fifth of the space and full reps, managed 79% and 1.87x);
+** each but exhaustive spends at most 30% of exhaustive's replays.
+** random is reported only: on 1x2048x5120 just 3 of 738 candidates are
+** within 3% of the best, which draws of half the space all miss one time
+** in eight. No GPU, no clock.
 */
 #include "bench.h"
 #include "strategy.h"
@@ -27,6 +32,7 @@
 #define MAXN 1024 /* candidates per landscape */
 #define REPS 7    /* the tuner's default full replays */
 #define SEEDS 16
+#define SCREEN_SHARE 5 /* launches of a full replay per screening replay's */
 
 typedef struct landscape {
     char shape[32];
@@ -110,6 +116,7 @@ typedef struct replay {
     const landscape *l;
     uint64_t seed;
     int calls;
+    double cost; /* in full-length replays */
 } replay;
 
 static int replay_measure(void *arg, int index, int reps, double *us)
@@ -117,13 +124,16 @@ static int replay_measure(void *arg, int index, int reps, double *us)
     replay *r = arg;
     uint64_t z = mix(r->seed ^ mix((uint64_t)index * 1000003u + (uint64_t)r->calls++));
     double g = (unit(z) + unit(z + 1) + unit(z + 2) + unit(z + 3) - 2.0) * sqrt(3.0); /* ~N(0, 1) */
-    *us = r->l->us[index] * (1.0 + 0.01 * g / sqrt((double)reps));
+    double spread = reps < REPS ? 0.01 * sqrt((double)SCREEN_SHARE) : 0.01;
+    *us = r->l->us[index] * (1.0 + spread * g / sqrt((double)reps));
+    r->cost += reps < REPS ? (double)reps / SCREEN_SHARE : (double)reps;
     return AT_OK;
 }
 
 /* The recorded time of the strategy's pick over the landscape's best
-** (1.0 = found it), for one seed; the replays it spent into *cost. */
-static double run_one(const landscape *l, at_strategy_kind kind, int budget, uint64_t seed, int64_t *cost)
+** (1.0 = found it), for one seed; the full-length replays it spent into
+** *cost. */
+static double run_one(const landscape *l, at_strategy_kind kind, int budget, uint64_t seed, double *cost)
 {
     at_strategy_opts o = {.kind = kind, .budget = budget, .reps = REPS, .rng_seed = seed};
     at_strategy_result res;
@@ -132,7 +142,7 @@ static double run_one(const landscape *l, at_strategy_kind kind, int budget, uin
     int rc = at_strategy_run(l->c, l->n, &o, replay_measure, &r, &res);
     CHECK_EQ_INT(rc, AT_OK);
     double q = rc == AT_OK && res.best >= 0 ? l->us[res.best] / l->us[l->best] : INFINITY;
-    *cost = res.cost;
+    *cost = r.cost;
     at_strategy_result_free(&res);
     return q;
 }
@@ -150,7 +160,8 @@ static void loads_the_landscapes(void)
 }
 
 /* Per landscape and strategy: the worst and median pick over SEEDS seeds,
-** and how many seeds land within 3%; replays as a share of exhaustive's. */
+** and how many seeds land within 3%; full-length replays as a share of
+** exhaustive's. */
 static void strategies_on_recorded_landscapes(void)
 {
     static const at_strategy_kind kinds[] = {AT_STRATEGY_EXHAUSTIVE, AT_STRATEGY_HALVING, AT_STRATEGY_RANDOM,
@@ -164,9 +175,9 @@ static void strategies_on_recorded_landscapes(void)
         const landscape *l = &lands[i];
         for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
             double q[SEEDS];
-            int64_t cost = 0, c;
+            double cost = 0, c;
             int within = 0;
-            int budget = kinds[k] == AT_STRATEGY_RANDOM || kinds[k] == AT_STRATEGY_ANNEAL ? l->n / 5 : 0;
+            int budget = kinds[k] == AT_STRATEGY_RANDOM || kinds[k] == AT_STRATEGY_ANNEAL ? l->n / 2 : 0;
             for (int s = 0; s < SEEDS; s++) {
                 q[s] = run_one(l, kinds[k], budget, (uint64_t)s + 1, &c);
                 cost += c;
@@ -174,8 +185,11 @@ static void strategies_on_recorded_landscapes(void)
             }
             double median, best, worst;
             at_stats(q, SEEDS, &median, &best, &worst);
+            double share = cost / ((double)SEEDS * l->n * REPS);
             printf("  %-12s %-10s %6.3fx %6.3fx %5d/%d %6.0f%%\n", l->shape, at_strategy_name(kinds[k]), worst,
-                   median, within, SEEDS, 100.0 * (double)cost / ((double)SEEDS * l->n * REPS));
+                   median, within, SEEDS, 100.0 * share);
+            if (kinds[k] != AT_STRATEGY_EXHAUSTIVE) /* the replays part of the 30% target */
+                CHECK(share <= 0.30);
             if (kinds[k] == AT_STRATEGY_EXHAUSTIVE)
                 CHECK(worst <= 1.03); /* it times everything: noise alone separates the top */
             if (kinds[k] == AT_STRATEGY_HALVING)
@@ -188,8 +202,8 @@ static void strategies_on_recorded_landscapes(void)
         }
     }
     printf("  anneal: %d of %d runs within 3%%, worst %.3fx\n", anneal_within, anneal_runs, anneal_worst);
-    CHECK(anneal_within >= anneal_runs * 85 / 100);
-    CHECK(anneal_worst <= 1.10);
+    CHECK(anneal_within >= anneal_runs * 95 / 100);
+    CHECK(anneal_worst <= 1.05);
 }
 
 int main(void)

@@ -465,6 +465,9 @@ typedef struct at_search_result {
     int noccupancy_rejected; /* compiled, not timed: below min_occupancy */
     /* added with crash isolation (issue 6) */
     int ntimeout;        /* candidates that ran past their time limit (state timeout) */
+    /* added with screening graphs (issue 5) */
+    int screen_launches; /* launches per screening replay (== launches: no shorter graph) */
+    int ngraphs;         /* graphs captured while timing (t_graph is their cost) */
 } at_search_result;
 
 /* Runs the whole pipeline: spec -> candidates -> NVRTC -> correctness gate

@@ -236,9 +236,9 @@ void at_report_text(FILE *f, const at_search_opts *o, const at_search_result *r,
                 r->groups == 1 ? "" : "s", r->launches, full, r->nfinal, fin, r->eps,
                 strstr(r->key.op, "add_") ? "; residual updated in place while timed" : "");
     else
-        fprintf(f, "timing  cold weights (%d copies, %.0f MiB), graph replay of %d launches, median of up to %d "
-                   "(top %d: median of %d)\n",
-                r->copies, r->working_set_mib, r->launches, full, r->nfinal, fin);
+        fprintf(f, "timing  cold weights (%d copies, %.0f MiB), graph replay of %d launches (screening: %d), "
+                   "median of up to %d (top %d: median of %d)\n",
+                r->copies, r->working_set_mib, r->launches, r->screen_launches, full, r->nfinal, fin);
     char vs[32];
     snprintf(vs, sizeof vs, "vs %s", base_desc(r, 0)->label);
     fprintf(f, "  %-4s  %-9s %-52s %8s %13s %4s %7s %6s %6s %9s", "rank", "strategy", "params", "us",
@@ -299,8 +299,8 @@ void at_report_text(FILE *f, const at_search_opts *o, const at_search_result *r,
     }
     if (nbad > 10)
         fprintf(f, "  ... and %d more failed candidates (--json lists all)\n", nbad - 10);
-    fprintf(f, "time    compile %.1f s, gpu setup %.1f s, verify %.1f s, timing %.1f s (graph capture %.1f s), other %.1f s, total %.1f s\n",
-            r->t_compile, r->t_setup, r->t_verify, r->t_time, r->t_graph, other_s(r), r->t_total);
+    fprintf(f, "time    compile %.1f s, gpu setup %.1f s, verify %.1f s, timing %.1f s (%d graph captures %.1f s), other %.1f s, total %.1f s\n",
+            r->t_compile, r->t_setup, r->t_verify, r->t_time, r->ngraphs, r->t_graph, other_s(r), r->t_total);
     if (r->winner.strategy[0] && !r->interrupted) {
         const at_winner *w = &r->winner;
         if (strcmp(w->strategy, base_desc(r, 0)->strategy) == 0) {
@@ -409,9 +409,9 @@ void at_report_json(FILE *f, const at_search_opts *o, const at_search_result *r,
             r->nwarm_shapes, r->nfinal);
     fprintf(f, ",\"timing\":{\"copies\":%d,\"working_set_mib\":%.1f,\"launches\":%d,\"reps\":%d,"
                "\"bytes\":%.0f,\"compile_s\":%.3f,\"setup_s\":%.3f,\"verify_s\":%.3f,\"time_s\":%.3f,"
-               "\"graph_s\":%.3f,\"other_s\":%.3f,\"total_s\":%.3f}",
+               "\"graph_s\":%.3f,\"graphs\":%d,\"screen_launches\":%d,\"other_s\":%.3f,\"total_s\":%.3f}",
             r->copies, r->working_set_mib, r->launches, r->reps, r->bytes, r->t_compile, r->t_setup, r->t_verify,
-            r->t_time, r->t_graph, other_s(r), r->t_total);
+            r->t_time, r->t_graph, r->ngraphs, r->screen_launches, other_s(r), r->t_total);
     fprintf(f, ",\"baseline\":{\"name\":");
     jstr(f, base_desc(r, 0)->json_name);
     fprintf(f, ",\"us\":%.4f,\"us_min\":%.4f,\"us_max\":%.4f,\"stream_us\":%.4f}", r->base_us, r->base_min,

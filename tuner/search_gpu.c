@@ -57,8 +57,16 @@ static void step_off(run *r)
 ** two. Past that (tiny calls: a norm row of a few KiB) the copies are split
 ** into `groups` groups of `launches` copies, one graph per group, and
 ** successive replays (of any contestant) take successive groups: a group
-** is used again only after every other group was read, >= 1.5x L2 later. */
+** is used again only after every other group was read, >= 1.5x L2 later.
+** Screening (a measurement below full reps: the strategy's cheap look) in
+** a single graph replays a shorter one: the fewest whole passes over the
+** copies that last SCREEN_US, so every launch still reads a cold copy but
+** the graph is cheaper to capture and each replay shorter (1x2048x5120 on
+** the H200: 9 launches instead of 45). With several groups there is no
+** shorter graph: each is needed to keep the copies cold. */
 #define SINGLE_GRAPH 4096
+#define SCREEN_US 40.0
+#define KEEP_SCREEN_NODES 65536 /* kernel nodes of kept screening graphs, at most */
 int at_search_plan_timing(run *r, size_t wbytes)
 {
     at_search_result *res = r->res;
@@ -83,6 +91,9 @@ int at_search_plan_timing(run *r, size_t wbytes)
             launches = 1000;
         launches = (launches + c - 1) / c * c; /* a multiple of c, >= c */
         r->groups = 1;
+        r->screen_launches = c;
+        while (r->screen_launches < launches && r->screen_launches * est_us < SCREEN_US)
+            r->screen_launches += c;
     } else {
         if (launches > 1000)
             launches = 1000;
@@ -90,12 +101,14 @@ int at_search_plan_timing(run *r, size_t wbytes)
             launches = 1;
         r->groups = (c + launches - 1) / launches;
         c = r->groups * launches;
+        r->screen_launches = launches;
     }
     r->copies = c;
     res->copies = c;
     res->groups = r->groups;
     res->working_set_mib = (double)c * (double)wbytes / 1048576.0;
     res->launches = launches;
+    res->screen_launches = r->screen_launches;
     return AT_OK;
 }
 
@@ -135,40 +148,70 @@ static int contest_replay(run *r, contest *t, double *us)
     return at_graph_time(r->gpu, &t->gr[g], us);
 }
 
-/* Captures c's graphs (one per copy group) into *t and replays each once
-** (warm-up: a graph's first launch uploads it), in turn order, so the
-** next replay finds the group read longest ago. */
-static int contest_build(run *r, const at_contestant *c, contest *t)
+/* Captures c's graphs, `groups` of `launches` each (the full ones: one
+** per copy group; a screening one: 1 of r->screen_launches), into *t and
+** replays each once (warm-up: a graph's first launch uploads it), in turn
+** order, so the next replay finds the group read longest ago. */
+static int contest_build(run *r, const at_contestant *c, int groups, int launches, contest *t)
 {
     int rc = AT_OK;
     double us;
     memset(t, 0, sizeof *t);
     t->r = r;
     t->c = *c;
-    if (!(t->gr = calloc((size_t)r->groups, sizeof *t->gr)))
+    if (!(t->gr = calloc((size_t)groups, sizeof *t->gr)))
         return at_fail(AT_ERR_NOMEM, "out of memory");
     double t0 = now_s();
-    for (int g = 0; g < r->groups && rc == AT_OK; g++, t->ngr++)
-        rc = at_graph_build(r->gpu, contest_enqueue, t, g * r->res->launches, r->copies, r->res->launches,
-                            &t->gr[g]);
-    for (int g = 0; g < r->groups && rc == AT_OK; g++)
+    for (int g = 0; g < groups && rc == AT_OK; g++, t->ngr++)
+        rc = at_graph_build(r->gpu, contest_enqueue, t, g * launches, r->copies, launches, &t->gr[g]);
+    for (int g = 0; g < groups && rc == AT_OK; g++)
         rc = contest_replay(r, t, &us);
     r->res->t_graph += now_s() - t0; /* the first replay uploads the graph: counted here */
+    r->res->ngraphs += groups;
     return rc;
 }
 
-/* Replays the candidate's graph and the `nb` baselines' `reps` times,
-** alternating (DESIGN.md rule 3); per-launch µs into cand[] and base[b][]. */
+static int contest_build_full(run *r, const at_contestant *c, contest *t)
+{
+    return contest_build(r, c, r->groups, r->res->launches, t);
+}
+
+/* Replays t and the `nb` contests base[] `reps` times, alternating
+** (DESIGN.md rule 3); per-launch µs into cand[] and bt[b][]. */
+static int replay_interleaved(run *r, contest *t, contest *base, int nb, int reps, double *cand, double **bt)
+{
+    int rc = AT_OK;
+    for (int i = 0; i < reps && rc == AT_OK; i++) {
+        rc = contest_replay(r, t, &cand[i]);
+        for (int b = 0; b < nb && rc == AT_OK; b++)
+            rc = contest_replay(r, &base[b], &bt[b][i]);
+    }
+    return rc;
+}
+
+/* A fresh full-precision contest for c against the first nb baselines. */
 static int time_interleaved(run *r, const at_contestant *c, int reps, double *cand, int nb, double **base)
 {
     contest t;
-    int rc = contest_build(r, c, &t); /* and warms it up */
-    for (int i = 0; i < reps && rc == AT_OK; i++) {
-        rc = contest_replay(r, &t, &cand[i]);
-        for (int b = 0; b < nb && rc == AT_OK; b++)
-            rc = contest_replay(r, &r->base[b], &base[b][i]);
-    }
+    int rc = contest_build_full(r, c, &t); /* and warms it up */
+    if (rc == AT_OK)
+        rc = replay_interleaved(r, &t, r->base, nb, reps, cand, base);
     at_search_contest_free(r, &t);
+    return rc;
+}
+
+/* A screening of row i: its short graph (kept in r->screen when there is
+** room, built now otherwise) against baseline 0's. */
+static int time_screen(run *r, int i, const at_contestant *c, int reps, double *cand, double **base)
+{
+    contest tmp, *t = r->screen ? &r->screen[i] : &tmp;
+    int rc = AT_OK;
+    if (!r->screen || t->ngr == 0)
+        rc = contest_build(r, c, 1, r->screen_launches, t);
+    if (rc == AT_OK)
+        rc = replay_interleaved(r, t, &r->base_screen, 1, reps, cand, base);
+    if (!r->screen || rc != AT_OK)
+        at_search_contest_free(r, t);
     return rc;
 }
 
@@ -308,8 +351,14 @@ static int measure_row(void *arg, int k, int reps, double *us)
         return AT_OK;
     }
     at_contestant c = row_contestant(r, t->rows[k]);
-    step_on(r, t->rows[k], (double)(r->groups + reps) * res->launches * 2, r->groups);
-    rc = time_interleaved(r, &c, reps, t->cand, 1, &t->base);
+    if (reps < res->full_reps && r->screen_launches < res->launches) {
+        int kept = r->screen && r->screen[t->rows[k]].ngr > 0;
+        step_on(r, t->rows[k], (double)(1 + reps) * r->screen_launches * 2, !kept);
+        rc = time_screen(r, t->rows[k], &c, reps, t->cand, &t->base);
+    } else {
+        step_on(r, t->rows[k], (double)(r->groups + reps) * res->launches * 2, r->groups);
+        rc = time_interleaved(r, &c, reps, t->cand, 1, &t->base);
+    }
     if (rc == AT_ERR_CUDA_STICKY)
         return rc; /* the context is gone: the parent records the candidate in
                    ** flight as crashed and a fresh worker goes on */
@@ -329,8 +378,8 @@ static int measure_row(void *arg, int k, int reps, double *us)
         med = row->trial.us;
         if (reps < res->full_reps)
             snprintf(row->trial.reason, sizeof row->trial.reason,
-                     "screened: median of %d replays (%s; full precision is %d)", reps, res->search,
-                     res->full_reps);
+                     "screened: median of %d replays of %d launches (%s; full precision is %d of %d)", reps,
+                     r->screen_launches, res->search, res->full_reps, res->launches);
         else
             row->trial.reason[0] = '\0';
         at_search_store_trial(r, row);
@@ -406,7 +455,15 @@ int at_search_phase_time(run *r)
     }
     for (int b = 0; b < res->nbaselines && rc == AT_OK; b++) {
         at_contestant c = {.baseline = b};
-        rc = contest_build(r, &c, &r->base[b]); /* and warms it up */
+        rc = contest_build_full(r, &c, &r->base[b]); /* and warms it up */
+    }
+    if (rc == AT_OK && r->screen_launches < res->launches) {
+        at_contestant c = {.baseline = 0};
+        rc = contest_build(r, &c, 1, r->screen_launches, &r->base_screen);
+        /* kept across rungs while they are small: a graph of few nodes each */
+        if (rc == AT_OK && (int64_t)res->nrows * r->screen_launches <= KEEP_SCREEN_NODES &&
+            !(r->screen = calloc((size_t)res->nrows, sizeof *r->screen)))
+            rc = at_fail(AT_ERR_NOMEM, "out of memory");
     }
     if (rc != AT_OK)
         goto done;
@@ -452,6 +509,11 @@ int at_search_phase_time(run *r)
     if (rc == AT_ERR_INTERRUPTED)
         rc = AT_OK; /* at_search_run reports the interrupt; what was measured is stored */
 done:
+    for (int i = 0; r->screen && i < res->nrows; i++)
+        at_search_contest_free(r, &r->screen[i]);
+    free(r->screen);
+    r->screen = NULL;
+    at_search_contest_free(r, &r->base_screen);
     at_strategy_result_free(&sr);
     free(rows);
     free(seeds);

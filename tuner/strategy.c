@@ -3,7 +3,9 @@
 ** (exhaustive, random, annealing, successive halving), the effort table,
 ** the choice between them, and warm-start matching.
 ** Invariant: every measurement goes through measure_one(), which counts its
-** cost and keeps each candidate's most precise time; failures rank last.
+** cost and keeps each candidate's most precise time (the latest at equal
+** reps: a fresh draw); failures rank last. Every strategy but exhaustive
+** screens at reps below full (reps_min) and gives full reps to its best few.
 */
 #include "strategy.h"
 
@@ -121,17 +123,33 @@ int at_strategy_choose(const char *strategy, const char *effort, const char *spe
     return AT_OK;
 }
 
+/* Halving's reps for the next rung: eta times more, but below full
+** precision (R) until at most the finalists are left, so that every rung
+** before the last is a screening measurement (search_gpu.c times those
+** with short graphs); the last rung is at R. */
+static int next_rung_reps(int r, int eta, int R, int last)
+{
+    int64_t next = (int64_t)r * eta;
+    if (last)
+        return R;
+    if (next > R - 1)
+        next = R - 1;
+    return next > r ? (int)next : r;
+}
+
 int at_strategy_estimate_calls(const at_strategy_opts *o, int n)
 {
     int b = o->budget <= 0 || o->budget > n ? n : o->budget;
     if (b < o->nwarm)
         b = o->nwarm < n ? o->nwarm : n;
-    if (o->kind != AT_STRATEGY_HALVING)
-        return o->kind == AT_STRATEGY_EXHAUSTIVE ? n : b;
-    /* the rungs of run_halving, with its defaults */
+    if (o->kind == AT_STRATEGY_EXHAUSTIVE)
+        return n;
     int R = o->reps, eta = o->eta ? o->eta : DEFAULT_ETA, fin = o->finalists ? o->finalists : DEFAULT_FINALISTS;
     int rmin = o->reps_min ? o->reps_min : DEFAULT_REPS_MIN;
     int r = rmin < R ? rmin : R, m = b, calls = 0;
+    if (o->kind != AT_STRATEGY_HALVING) /* screened picks, then the finalists at R */
+        return b + (r < R && b > fin ? fin : 0);
+    /* the rungs of run_halving, with its defaults */
     if (eta < 2)
         eta = 2;
     if (m <= fin)
@@ -141,8 +159,7 @@ int at_strategy_estimate_calls(const at_strategy_opts *o, int n)
         if (r >= R)
             break;
         m = m / eta + (m % eta != 0);
-        int64_t next = (int64_t)r * eta;
-        r = (m <= fin || next >= R) ? R : (int)next;
+        r = next_rung_reps(r, eta, R, m <= fin);
     }
     return calls;
 }
@@ -496,12 +513,36 @@ static int run_exhaustive(search *s)
     return rc;
 }
 
+/* The screening precision of random and anneal: halving's rung-0 reps;
+** as in halving, full reps at once when no more than the finalists fit. */
+static int screen_reps(const search *s)
+{
+    if (budget_of(s) <= s->o.finalists)
+        return s->o.reps;
+    return s->o.reps_min < s->o.reps ? s->o.reps_min : s->o.reps;
+}
+
+/* random and anneal end so: the `finalists` fastest of what they screened
+** are measured again at full reps (a fresh draw, as halving's last rung),
+** so that the ranking they hand on starts with precise times. */
+static int retime_finalists(search *s)
+{
+    at_strategy_result *res = s->res;
+    int m = res->nmeasured, rc = AT_OK;
+    memcpy(s->set, res->order, (size_t)m * sizeof *s->set);
+    sort_by_time(s, s->set, m);
+    for (int k = 0; k < m && k < s->o.finalists && rc == AT_OK; k++)
+        if (isfinite(res->us[s->set[k]]) && res->reps[s->set[k]] < s->o.reps)
+            rc = measure_one(s, s->set[k], s->o.reps);
+    return rc;
+}
+
 static int run_random(search *s)
 {
-    int b = budget_of(s), rc = measure_warm(s, s->o.reps, b);
+    int b = budget_of(s), rc = measure_warm(s, screen_reps(s), b);
     while (rc == AT_OK && s->res->nmeasured < b && s->npool > 0)
-        rc = measure_one(s, pool_pick(s), s->o.reps);
-    return rc;
+        rc = measure_one(s, pool_pick(s), screen_reps(s));
+    return rc == AT_OK ? retime_finalists(s) : rc;
 }
 
 /* The fastest measured candidate that still has an unmeasured neighbour, or
@@ -530,7 +571,7 @@ static int frontier_best(search *s)
 static int run_anneal(search *s)
 {
     at_strategy_result *res = s->res;
-    int b = budget_of(s), R = s->o.reps, cur = -1, rc;
+    int b = budget_of(s), R = screen_reps(s), cur = -1, rc; /* R: the walk's reps */
     int nb[MAX_NEIGHBOURS], cand[MAX_NEIGHBOURS];
     if ((rc = build_lattice(s)) != AT_OK || (rc = measure_warm(s, R, b)) != AT_OK)
         return rc;
@@ -576,7 +617,7 @@ static int run_anneal(search *s)
         if (d <= 0.0 || rng_unit(s) < exp(-d / t))
             cur = j;
     }
-    return AT_OK;
+    return retime_finalists(s);
 }
 
 /* Rung 0's members: the seeds, then (when only part of the space fits) the
@@ -645,8 +686,7 @@ static int run_halving(search *s)
                     s->set[k] = t;
                 }
         m = keep;
-        int64_t next = (int64_t)r * eta;
-        r = (m <= s->o.finalists || next >= R) ? R : (int)next;
+        r = next_rung_reps(r, eta, R, m <= s->o.finalists);
     }
     return AT_OK;
 }

@@ -4,8 +4,8 @@
 ** run uses (at_strategy_choose) and the warm-start seeds; internal to the
 ** tuner (search.c's timing phase). Pure CPU: every measurement goes through
 ** the caller's callback.
-** Invariant: no candidate is measured twice at one precision; only a finite
-** time wins.
+** Invariant: a candidate is measured again only to give it more reps, or
+** a fresh draw at halving's capped screening reps; only a finite time wins.
 */
 #ifndef AT_STRATEGY_H
 #define AT_STRATEGY_H
@@ -14,8 +14,8 @@
 
 typedef enum at_strategy_kind {
     AT_STRATEGY_EXHAUSTIVE = 0, /* "exhaustive": every candidate once, full reps */
-    AT_STRATEGY_RANDOM,         /* "random": `budget` distinct candidates, full reps */
-    AT_STRATEGY_ANNEAL,         /* "anneal": local search, `budget` measurements */
+    AT_STRATEGY_RANDOM,         /* "random": `budget` distinct candidates screened */
+    AT_STRATEGY_ANNEAL,         /* "anneal": local search, `budget` screenings */
     AT_STRATEGY_HALVING         /* "halving": successive halving, cheap reps first */
 } at_strategy_kind;
 
@@ -31,8 +31,8 @@ typedef enum at_strategy_kind {
 ** quick sees a quarter of the space: its rung 0 is the warm-start seeds, then
 ** their neighbours, then random picks, so it is meant for shapes whose
 ** neighbours were tuned already. At equal final reps, on the 351-candidate
-** space of tests/test_strategy.c, normal costs 16% of exhaustive's reps,
-** patient 20%, quick 3%. */
+** space of tests/test_strategy.c, normal costs 18% of exhaustive's reps,
+** patient 20%, quick 3% (counting a screening rep as a full one). */
 typedef enum at_effort {
     AT_EFFORT_QUICK = 0,
     AT_EFFORT_NORMAL,
@@ -45,7 +45,11 @@ typedef enum at_effort {
 ** timed out) is a result: return AT_OK with *us = INFINITY (NAN counts the
 ** same). Any other status (sticky CUDA error, interrupt) aborts the search
 ** and is returned by at_strategy_run; set the message with at_fail. The cost
-** of a call is taken to be proportional to reps. */
+** of a call is taken to be proportional to reps. A call below full reps is
+** a screening: the tuner times it with a shorter graph (search_gpu.c), so
+** random, anneal and every halving rung but the last measure below full
+** reps (reps_min, or up to reps - 1 for halving) and only their best
+** `finalists` get full reps. */
 typedef int (*at_measure_fn)(void *arg, int index, int reps, double *us);
 
 /* anneal starts its walk from the best of its warm-start seeds and of
@@ -63,9 +67,12 @@ typedef struct at_strategy_opts {
     int budget;        /* <= 0 or >= n: all. random: candidates measured; anneal:
                           measurements; halving: rung-0 size; exhaustive: unused */
     int reps;          /* full repetitions, used for every final ranking; >= 1 */
-    int reps_min;      /* halving: rung-0 reps (0: 2; clamped to reps) */
-    int eta;           /* halving: keep 1/eta per rung, eta x reps (0: 3; >= 2) */
-    int finalists;     /* halving: at most this many get full reps (0: 4) */
+    int reps_min;      /* screening reps: halving's rung 0, every random and
+                          anneal pick (0: 2; clamped to reps) */
+    int eta;           /* halving: keep 1/eta per rung, eta x reps up to
+                          reps - 1 until the finalists are left (0: 3; >= 2) */
+    int finalists;     /* at most this many get full reps (0: 4): halving's
+                          last rung, the fastest random or anneal picks */
     uint64_t rng_seed; /* every random choice derives from it: same seed, same run */
     const int *warm;   /* warm-start seeds, indices into cands (borrowed), or NULL */
     int nwarm;         /* duplicates are ignored; a budget below nwarm grows to it */
