@@ -200,16 +200,27 @@ static int time_interleaved(run *r, const at_contestant *c, int reps, double *ca
     return rc;
 }
 
-/* A screening of row i: its short graph (kept in r->screen when there is
-** room, built now otherwise) against baseline 0's. */
-static int time_screen(run *r, int i, const at_contestant *c, int reps, double *cand, double **base)
+/* Graphs of a screening contest: one short graph, or the full groups when
+** there is no shorter one. */
+static int screen_groups(const run *r)
+{
+    return r->screen_launches < r->res->launches ? 1 : r->groups;
+}
+
+/* A screening of row i: its screening graphs (kept in r->screen when there
+** is room, built now otherwise) replayed `reps` times, alone. Screening only
+** ranks candidates among themselves, for the strategy; every measurement at
+** full reps, and the final round that decides the winner, alternates with
+** the baseline (DESIGN.md rule 3). Cold reads hold the same: each replay is
+** whole passes over the copies. */
+static int time_screen(run *r, int i, const at_contestant *c, int reps, double *cand)
 {
     contest tmp, *t = r->screen ? &r->screen[i] : &tmp;
     int rc = AT_OK;
     if (!r->screen || t->ngr == 0)
-        rc = contest_build(r, c, 1, r->screen_launches, t);
-    if (rc == AT_OK)
-        rc = replay_interleaved(r, t, &r->base_screen, 1, reps, cand, base);
+        rc = contest_build(r, c, screen_groups(r), r->screen_launches, t);
+    for (int k = 0; k < reps && rc == AT_OK; k++)
+        rc = contest_replay(r, t, &cand[k]);
     if (!r->screen || rc != AT_OK)
         at_search_contest_free(r, t);
     return rc;
@@ -351,10 +362,10 @@ static int measure_row(void *arg, int k, int reps, double *us)
         return AT_OK;
     }
     at_contestant c = row_contestant(r, t->rows[k]);
-    if (reps < res->full_reps && r->screen_launches < res->launches) {
+    if (reps < res->full_reps) {
         int kept = r->screen && r->screen[t->rows[k]].ngr > 0;
-        step_on(r, t->rows[k], (double)(1 + reps) * r->screen_launches * 2, !kept);
-        rc = time_screen(r, t->rows[k], &c, reps, t->cand, &t->base);
+        step_on(r, t->rows[k], (double)(screen_groups(r) + reps) * r->screen_launches, kept ? 0 : screen_groups(r));
+        rc = time_screen(r, t->rows[k], &c, reps, t->cand);
     } else {
         step_on(r, t->rows[k], (double)(r->groups + reps) * res->launches * 2, r->groups);
         rc = time_interleaved(r, &c, reps, t->cand, 1, &t->base);
@@ -378,8 +389,8 @@ static int measure_row(void *arg, int k, int reps, double *us)
         med = row->trial.us;
         if (reps < res->full_reps)
             snprintf(row->trial.reason, sizeof row->trial.reason,
-                     "screened: median of %d replays of %d launches (%s; full precision is %d of %d)", reps,
-                     r->screen_launches, res->search, res->full_reps, res->launches);
+                     "screened: median of %d replays of %d launches, alone (%s; full: %d of %d, alternated)",
+                     reps, r->screen_launches, res->search, res->full_reps, res->launches);
         else
             row->trial.reason[0] = '\0';
         at_search_store_trial(r, row);
@@ -457,14 +468,6 @@ int at_search_phase_time(run *r)
         at_contestant c = {.baseline = b};
         rc = contest_build_full(r, &c, &r->base[b]); /* and warms it up */
     }
-    if (rc == AT_OK && r->screen_launches < res->launches) {
-        at_contestant c = {.baseline = 0};
-        rc = contest_build(r, &c, 1, r->screen_launches, &r->base_screen);
-        /* kept across rungs while they are small: a graph of few nodes each */
-        if (rc == AT_OK && (int64_t)res->nrows * r->screen_launches <= KEEP_SCREEN_NODES &&
-            !(r->screen = calloc((size_t)res->nrows, sizeof *r->screen)))
-            rc = at_fail(AT_ERR_NOMEM, "out of memory");
-    }
     if (rc != AT_OK)
         goto done;
 
@@ -473,6 +476,12 @@ int at_search_phase_time(run *r)
             rows[n] = i;
             cands[n++] = res->rows[i].cand;
         }
+    /* screening graphs are kept across rungs while they are small */
+    if ((int64_t)n * r->screen_launches * screen_groups(r) <= KEEP_SCREEN_NODES &&
+        !(r->screen = calloc((size_t)res->nrows, sizeof *r->screen))) {
+        rc = at_fail(AT_ERR_NOMEM, "out of memory");
+        goto done;
+    }
     if ((rc = at_search_plan(r, n)) != AT_OK || (rc = warm_seeds(r, rows, n, seeds, &nseeds)) != AT_OK)
         goto done;
     r->so.warm = seeds;
@@ -513,7 +522,6 @@ done:
         at_search_contest_free(r, &r->screen[i]);
     free(r->screen);
     r->screen = NULL;
-    at_search_contest_free(r, &r->base_screen);
     at_strategy_result_free(&sr);
     free(rows);
     free(seeds);

@@ -64,10 +64,9 @@ typedef struct run {
     int screen_launches;  /* of a screening graph (groups 1); == res->launches: none shorter */
     unsigned turn;        /* replays so far: the next replay uses group turn % groups */
     contest base[AT_MAX_BASELINES];
-    /* screening (measurements below full reps, see plan_timing): baseline
-    ** 0's short graph, and each row's, kept across rungs when they are
-    ** small (NULL: built and freed per measurement, or no short graphs) */
-    contest base_screen;
+    /* screening (measurements below full reps, see plan_timing): each row's
+    ** screening graphs, kept across rungs when they are small (NULL: built
+    ** and freed per measurement) */
     contest *screen;
     at_progress *pg;      /* the progress display (o->progress); NULL: none */
     at_strategy_opts so;  /* the timing phase's search (plan_search) */

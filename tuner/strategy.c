@@ -34,7 +34,7 @@ static const struct effort_row {
     int eta, reps_min, reps_mul, finalists;
 } efforts[] = {
     {"quick", AT_STRATEGY_HALVING, 4, 8, 3, 1, 1, 3},
-    {"normal", AT_STRATEGY_HALVING, 1, 0, 3, 2, 1, 4},
+    {"normal", AT_STRATEGY_HALVING, 1, 0, 3, 1, 1, 4},
     {"patient", AT_STRATEGY_HALVING, 1, 0, 2, 3, 2, 6},
     {"exhaustive", AT_STRATEGY_EXHAUSTIVE, 1, 0, 0, 0, 1, 0},
 };

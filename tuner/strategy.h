@@ -24,15 +24,16 @@ typedef enum at_strategy_kind {
 **
 **   level       strategy    budget (rung 0)   eta  reps_min  final reps  finalists
 **   quick       halving     max(n/4, 8)       3    1         R           3
-**   normal      halving     n (all)           3    2         R           4
+**   normal      halving     n (all)           3    1         R           4
 **   patient     halving     n (all)           2    3         2R          6
 **   exhaustive  exhaustive  n (all)           -    -         R           -
 **
 ** quick sees a quarter of the space: its rung 0 is the warm-start seeds, then
 ** their neighbours, then random picks, so it is meant for shapes whose
 ** neighbours were tuned already. At equal final reps, on the 351-candidate
-** space of tests/test_strategy.c, normal costs 18% of exhaustive's reps,
-** patient 20%, quick 3% (counting a screening rep as a full one). */
+** space of tests/test_strategy.c, normal costs 10% of exhaustive's reps,
+** patient 20%, quick 3% (counting a screening rep as a full one, which on
+** the GPU it is not: search_gpu.c screens with shorter graphs, alone). */
 typedef enum at_effort {
     AT_EFFORT_QUICK = 0,
     AT_EFFORT_NORMAL,
