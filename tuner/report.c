@@ -177,7 +177,7 @@ static void search_line(FILE *f, const at_search_result *r)
         }
     fprintf(f, "\n        timed %d of %d candidates", r->nmeasured, r->nmeasured + r->nnot_measured);
     for (int k = 0; k < nr; k++)
-        fprintf(f, "%s%d at %d replays", k ? ", " : " (most precise: ", count[k], reps[k]);
+        fprintf(f, "%s%d at %d replay%s", k ? ", " : " (most precise: ", count[k], reps[k], reps[k] == 1 ? "" : "s");
     if (nr)
         fputc(')', f);
     fprintf(f, ", %lld replays in all", r->cost_reps);

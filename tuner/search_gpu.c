@@ -1,10 +1,11 @@
 /*
 ** search_gpu.c — the GPU phases of the tuning pipeline, as a worker process
 ** runs them (search.c forks it): the measured ceilings, the timing plan
-** (copies, graphs), the correctness gate, the strategy's timing of the
-** correct candidates, the final round and the winner rule. Invariant: every
-** result is stored as soon as it is known and sent to the parent; before
-** each candidate's launch the parent is told which one it is (step_on).
+** (copies, graphs, the shorter screening graphs), the correctness gate, the
+** strategy's timing of the correct candidates, the final round and the
+** winner rule. Invariant: every result is stored as soon as it is known and
+** sent to the parent; before each candidate's launch the parent is told
+** which one it is (step_on).
 */
 #include "search_run.h"
 
@@ -58,12 +59,12 @@ static void step_off(run *r)
 ** into `groups` groups of `launches` copies, one graph per group, and
 ** successive replays (of any contestant) take successive groups: a group
 ** is used again only after every other group was read, >= 1.5x L2 later.
-** Screening (a measurement below full reps: the strategy's cheap look) in
-** a single graph replays a shorter one: the fewest whole passes over the
-** copies that last SCREEN_US, so every launch still reads a cold copy but
-** the graph is cheaper to capture and each replay shorter (1x2048x5120 on
-** the H200: 9 launches instead of 45). With several groups there is no
-** shorter graph: each is needed to keep the copies cold. */
+** Screening (a measurement below full reps: the strategy's cheap look,
+** time_screen) in a single graph replays a shorter one: the fewest whole
+** passes over the copies that last SCREEN_US, so every launch still reads a
+** cold copy but the graph is cheaper to capture and each replay shorter
+** (1x2048x5120 on the H200: 9 launches instead of 45). With several groups
+** there is no shorter graph: each is needed to keep the copies cold. */
 #define SINGLE_GRAPH 4096
 #define SCREEN_US 40.0
 #define KEEP_SCREEN_NODES 65536 /* kernel nodes of kept screening graphs, at most */
@@ -389,8 +390,8 @@ static int measure_row(void *arg, int k, int reps, double *us)
         med = row->trial.us;
         if (reps < res->full_reps)
             snprintf(row->trial.reason, sizeof row->trial.reason,
-                     "screened: median of %d replays of %d launches, alone (%s; full: %d of %d, alternated)",
-                     reps, r->screen_launches, res->search, res->full_reps, res->launches);
+                     "screened: median of %d replay%s of %d launches, alone (%s; full: %d of %d, alternated)",
+                     reps, reps == 1 ? "" : "s", r->screen_launches, res->search, res->full_reps, res->launches);
         else
             row->trial.reason[0] = '\0';
         at_search_store_trial(r, row);
