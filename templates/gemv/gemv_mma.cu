@@ -74,6 +74,23 @@
 #define AT_MMA_CLUSTER
 #endif
 
+/* acc += n sets of partial sums in shared memory, in order: set s holds
+** register r of `lane` at p[s * stride + r * 32 + lane] (the [..][reg][lane]
+** layout of part and cpart below). */
+static __device__ __forceinline__ void add_partials(float (&acc)[TP_MT][TP_NT][4], const float *p, int n, int stride,
+                                                    int lane)
+{
+#pragma unroll
+    for (int s = 0; s < n; s++)
+#pragma unroll
+        for (int mt = 0; mt < TP_MT; mt++)
+#pragma unroll
+            for (int nt = 0; nt < TP_NT; nt++)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    acc[mt][nt][i] += p[s * stride + ((mt * TP_NT + nt) * 4 + i) * 32 + lane];
+}
+
 extern "C" __global__ void __launch_bounds__(TP_WARPS * 32) AT_MMA_CLUSTER
 gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *__restrict__ y, int M,
          int K, int N)
@@ -233,17 +250,8 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
                     part[group][slice - 1][(mt * TP_NT + nt) * 4 + i][lane] = acc[mt][nt][i];
     }
     __syncthreads();
-    if (slice == 0) {
-#pragma unroll
-        for (int s = 0; s < TP_WPR - 1; s++)
-#pragma unroll
-            for (int mt = 0; mt < TP_MT; mt++)
-#pragma unroll
-                for (int nt = 0; nt < TP_NT; nt++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++)
-                        acc[mt][nt][i] += part[group][s][(mt * TP_NT + nt) * 4 + i][lane];
-    }
+    if (slice == 0)
+        add_partials(acc, &part[group][0][0][0], TP_WPR - 1, NACC * 32, lane);
 #endif
 #if TP_KSPLIT > 1
     /* blocks 1.. of the cluster hand their block's sums to block 0, which
@@ -261,17 +269,8 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
     at_cluster_sync();
     if (rank > 0)
         return;
-    if (slice == 0) {
-#pragma unroll
-        for (int r = 0; r < TP_KSPLIT - 1; r++)
-#pragma unroll
-            for (int mt = 0; mt < TP_MT; mt++)
-#pragma unroll
-                for (int nt = 0; nt < TP_NT; nt++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++)
-                        acc[mt][nt][i] += cpart[r][group][(mt * TP_NT + nt) * 4 + i][lane];
-    }
+    if (slice == 0)
+        add_partials(acc, &cpart[0][group][0][0], TP_KSPLIT - 1, GROUPS * NACC * 32, lane);
 #endif
     if (slice > 0 || !live)
         return;

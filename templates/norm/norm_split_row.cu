@@ -19,6 +19,7 @@
 **
 ** Standalone: nvcc -arch=sm_90 -cubin -I templates templates/norm/norm_split_row.cu
 */
+#include "common/cluster.cuh"
 #include "common/norm.cuh"
 
 #ifndef TP_SPLIT
@@ -43,27 +44,6 @@
 #error "norm_split_row needs thread-block clusters (sm_90+)"
 #endif
 
-__device__ __forceinline__ unsigned cluster_rank(void)
-{
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-
-/* All threads of all blocks in the cluster: release before, acquire after. */
-__device__ __forceinline__ void cluster_arrive(void) { asm volatile("barrier.cluster.arrive;" ::: "memory"); }
-__device__ __forceinline__ void cluster_wait(void) { asm volatile("barrier.cluster.wait;" ::: "memory"); }
-
-/* The float at the same shared address in block `rank` of the cluster. */
-__device__ __forceinline__ float cluster_load(const float *local, unsigned rank)
-{
-    unsigned a = (unsigned)__cvta_generic_to_shared(local), remote;
-    float v;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(a), "r"(rank));
-    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
-    return v;
-}
-
 extern "C" __global__ void __cluster_dims__(TP_SPLIT, 1, 1) __launch_bounds__(TP_THREADS, 1)
 norm_split_row(const at_elem *__restrict__ x, at_elem *__restrict__ residual, const void *__restrict__ w,
                at_elem *__restrict__ y, int T, int H, float eps)
@@ -72,7 +52,7 @@ norm_split_row(const at_elem *__restrict__ x, at_elem *__restrict__ residual, co
     __shared__ float slice_sum; /* read by every block of the cluster */
     const long long off = (long long)blockIdx.y * H;
     const int nvec = H / TP_VEC, per = (nvec + TP_SPLIT - 1) / TP_SPLIT;
-    const unsigned rank = cluster_rank(); /* == blockIdx.x: grid.x is TP_SPLIT */
+    const unsigned rank = at_cluster_rank(); /* == blockIdx.x: grid.x is TP_SPLIT */
     const int vbeg = (int)rank * per;
     at_norm_slice<TP_THREADS, TP_REGS ? TP_ITEMS : 0> s;
     (void)T;
@@ -89,13 +69,13 @@ norm_split_row(const at_elem *__restrict__ x, at_elem *__restrict__ residual, co
     float ss = at_block_sum<TP_THREADS / 32>(s.pass1(), part);
     if (threadIdx.x == 0)
         slice_sum = ss;
-    cluster_arrive();
-    cluster_wait();
+    at_cluster_arrive();
+    at_cluster_wait();
     /* lanes 0..TP_SPLIT-1 of each warp fetch one block's sum; the warp adds them */
     const unsigned lane = threadIdx.x & 31u;
-    float total = lane < TP_SPLIT ? cluster_load(&slice_sum, lane) : 0.0f;
+    float total = lane < TP_SPLIT ? at_cluster_load(&slice_sum, lane) : 0.0f;
     total = at_warp_sum(total);
-    cluster_arrive(); /* this block has read the others' slice_sum ... */
+    at_cluster_arrive(); /* this block has read the others' slice_sum ... */
     s.pass2(at_norm_scale(total, H, eps));
-    cluster_wait(); /* ... and none leaves while another may still read its own */
+    at_cluster_wait(); /* ... and none leaves while another may still read its own */
 }
