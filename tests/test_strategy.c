@@ -169,6 +169,16 @@ static int no_repeats(const fake *f, int n, int m)
     return ok;
 }
 
+/* No (candidate, reps) pair appears twice in the fake's log. */
+static int no_repeat_at_one_precision(const fake *f)
+{
+    for (int k = 0; k < f->nlog; k++)
+        for (int j = 0; j < k; j++)
+            if (f->idx[j] == f->idx[k] && f->reps[j] == f->reps[k])
+                return 0;
+    return 1;
+}
+
 /* random and anneal: the first `screened` calls screen distinct candidates
 ** at reps_min (2); the rest re-measure at full reps the `fin` fastest of
 ** those screenings (by their logged time, finite ones), each once; the
@@ -446,6 +456,7 @@ static void test_halving(void)
             }
             for (int k = 1; k < f->nlog; k++) /* rungs run in order, reps never shrink */
                 CHECK(f->reps[k] >= f->reps[k - 1]);
+            CHECK(no_repeat_at_one_precision(f));
             if (seed == 1)
                 printf("  halving %-7s: %d rungs, %d measured, cost %lld reps = %.1f%% of exhaustive at %d "
                        "reps\n",
@@ -458,6 +469,28 @@ static void test_halving(void)
                at_strategy_effort_name(levels[l]), hits, 100 * ratio);
         CHECK_EQ_INT(hits, 8);
     }
+    free(sp);
+}
+
+/* At the tuner's 7 replays normal's rungs are 1, 3, 6, then capped at 6:
+** those cut by the 6-replay times without measuring again, down to the
+** finalists, who get 7. 351 -> 117 -> 39 (-> 13 -> 5, cuts) -> 2. */
+static void test_halving_capped_rungs(void)
+{
+    space *sp = make_space();
+    fake *f = new_fake(sp, 1);
+    at_strategy_opts o;
+    at_strategy_result res;
+    CHECK_EQ_INT(at_strategy_effort(AT_EFFORT_NORMAL, sp->n, 7, &o), AT_OK);
+    CHECK_EQ_INT(at_strategy_run(sp->c, sp->n, &o, fake_measure, f, &res), AT_OK);
+    CHECK_EQ_INT(res.rungs, 4);
+    CHECK_EQ_INT(res.cost, 351 + 117 * 3 + 39 * 6 + 2 * 7);
+    CHECK_EQ_INT(res.calls, 351 + 117 + 39 + 2);
+    CHECK_EQ_INT(res.calls, at_strategy_estimate_calls(&o, sp->n));
+    CHECK(no_repeat_at_one_precision(f));
+    CHECK(res.best >= 0 && res.reps[res.best] == 7);
+    at_strategy_result_free(&res);
+    free(f);
     free(sp);
 }
 
@@ -788,6 +821,7 @@ int main(void)
     TT_RUN(test_random);
     TT_RUN(test_anneal);
     TT_RUN(test_halving);
+    TT_RUN(test_halving_capped_rungs);
     TT_RUN(test_warm_start);
     TT_RUN(test_failed);
     TT_RUN(test_errors);

@@ -3,8 +3,8 @@
 ** (exhaustive, random, annealing, successive halving), the effort table,
 ** the choice between them, and warm-start matching.
 ** Invariant: every measurement goes through measure_one(), which counts its
-** cost and keeps each candidate's most precise time (the latest at equal
-** reps: a fresh draw); failures rank last. Every strategy but exhaustive
+** cost and keeps each candidate's most precise time; no candidate is
+** measured twice at one precision; failures rank last. Every strategy but exhaustive
 ** screens at reps below full (reps_min) and gives full reps to its best few.
 */
 #include "strategy.h"
@@ -126,7 +126,8 @@ int at_strategy_choose(const char *strategy, const char *effort, const char *spe
 /* Halving's reps for the next rung: eta times more, but below full
 ** precision (R) until at most the finalists are left, so that every rung
 ** before the last is a screening measurement (search_gpu.c times those
-** with short graphs); the last rung is at R. */
+** with short graphs); the last rung is at R. A rung capped at R - 1 twice
+** is a cut by the times already measured (run_halving). */
 static int next_rung_reps(int r, int eta, int R, int last)
 {
     int64_t next = (int64_t)r * eta;
@@ -154,8 +155,9 @@ int at_strategy_estimate_calls(const at_strategy_opts *o, int n)
         eta = 2;
     if (m <= fin)
         r = R;
-    while (m > 0) {
-        calls += m;
+    for (int prev = 0; m > 0;) {
+        calls += r != prev ? m : 0;
+        prev = r;
         if (r >= R)
             break;
         m = m / eta + (m % eta != 0);
@@ -665,11 +667,14 @@ static int run_halving(search *s)
     if (m <= s->o.finalists)
         r = R;
     res->rungs = 0;
-    while (m > 0) {
-        for (int k = 0; k < m; k++)
+    for (int prev = 0; m > 0;) {
+        /* a rung capped at the last one's reps cuts again by its times: no
+        ** candidate is measured twice at one precision */
+        for (int k = 0; k < m && r != prev; k++)
             if ((rc = measure_one(s, s->set[k], r)) != AT_OK)
                 return rc;
-        res->rungs++;
+        res->rungs += r != prev;
+        prev = r;
         if (r >= R)
             break;
         sort_by_time(s, s->set, m);

@@ -4,8 +4,8 @@
 ** run uses (at_strategy_choose) and the warm-start seeds; internal to the
 ** tuner (search.c's timing phase). Pure CPU: every measurement goes through
 ** the caller's callback.
-** Invariant: a candidate is measured again only to give it more reps, or
-** a fresh draw at halving's capped screening reps; only a finite time wins.
+** Invariant: no candidate is measured twice at one precision; only a finite
+** time wins.
 */
 #ifndef AT_STRATEGY_H
 #define AT_STRATEGY_H
@@ -71,7 +71,8 @@ typedef struct at_strategy_opts {
     int reps_min;      /* screening reps: halving's rung 0, every random and
                           anneal pick (0: 2; clamped to reps) */
     int eta;           /* halving: keep 1/eta per rung, eta x reps up to
-                          reps - 1 until the finalists are left (0: 3; >= 2) */
+                          reps - 1 (past that a rung is a cut by those times)
+                          until the finalists are left (0: 3; >= 2) */
     int finalists;     /* at most this many get full reps (0: 4): halving's
                           last rung, the fastest random or anneal picks */
     uint64_t rng_seed; /* every random choice derives from it: same seed, same run */
