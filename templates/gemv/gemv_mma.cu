@@ -26,8 +26,7 @@
 **   TP_KSPLIT  blocks per cluster splitting K: 1, 2, 4, 8 (> 1: sm_90+)
 **   TP_STAGES  chunks in flight per warp: 1 (load, multiply, load the
 **              next) or 2 (the next chunk's loads go out before this one
-**              is multiplied: twice the registers, no idle round trip;
-**              the first two chunks' weights go out before the PDL wait)
+**              is multiplied: twice the registers, no idle round trip)
 **   TP_CACHE   weight cache hint: 0 default, 1 streaming, 2 L2 evict_first
 **   TP_PDL     1: programmatic dependent launch (sm_90+); the first weight
 **              chunk is loaded before waiting on the previous kernel
@@ -171,11 +170,6 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
     at_kgroup wv[TP_UNROLL][TP_MT][2];
     if (live && c < nchunks) /* weights depend on no earlier kernel: start streaming them now */
         LOAD_W_CHUNK(wv, c);
-#if TP_STAGES == 2
-    at_kgroup wn[TP_UNROLL][TP_MT][2]; /* and the second chunk too */
-    if (live && c + nslices < nchunks)
-        LOAD_W_CHUNK(wn, c + nslices);
-#endif
     at_pdl_wait();
     at_pdl_trigger();
     if (live) {
@@ -190,18 +184,19 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
                 LOAD_W_CHUNK(wv, c);
         }
 #else
-        /* two chunks in flight: the next chunk's weights (wn, the first two
-        ** issued before the PDL wait) and x are requested before this chunk
-        ** is multiplied, so a warp never waits idle on a full round trip
-        ** between chunks */
+        /* two chunks in flight: the next chunk's weights and x are requested
+        ** before this chunk is multiplied, so a warp never waits idle on a
+        ** full round trip between chunks */
         at_kgroup xv[TP_UNROLL][TP_NT];
         if (c < nchunks)
             LOAD_X_CHUNK(xv, c);
         while (c < nchunks) {
             const int cn = c + nslices;
-            at_kgroup xn[TP_UNROLL][TP_NT];
-            if (cn < nchunks)
+            at_kgroup wn[TP_UNROLL][TP_MT][2], xn[TP_UNROLL][TP_NT];
+            if (cn < nchunks) {
+                LOAD_W_CHUNK(wn, cn);
                 LOAD_X_CHUNK(xn, cn);
+            }
             MMA_CHUNK(wv, xv);
             if (cn < nchunks) {
 #pragma unroll
@@ -213,8 +208,6 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
                     for (int nt = 0; nt < TP_NT; nt++)
                         xv[u][nt] = xn[u][nt];
                 }
-                if (cn + nslices < nchunks)
-                    LOAD_W_CHUNK(wn, cn + nslices);
             }
             c = cn;
         }
