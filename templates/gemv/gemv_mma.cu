@@ -91,6 +91,20 @@ static __device__ __forceinline__ void add_partials(float (&acc)[TP_MT][TP_NT][4
                     acc[mt][nt][i] += p[s * stride + ((mt * TP_NT + nt) * 4 + i) * 32 + lane];
 }
 
+/* One K step: every MMA of this warp's tiles, w[mt] the weights of row tile
+** mt (rows g and g+8), xk[nt] the tokens of token tile nt. */
+static __device__ __forceinline__ void mma_tiles(float (&acc)[TP_MT][TP_NT][4], const at_kgroup (&w)[TP_MT][2],
+                                                 const at_kgroup (&xk)[TP_NT])
+{
+#pragma unroll
+    for (int m = 0; m < AT_MMA_PER_STEP; m++)
+#pragma unroll
+        for (int mt = 0; mt < TP_MT; mt++)
+#pragma unroll
+            for (int nt = 0; nt < TP_NT; nt++)
+                at_mma_step(acc[mt][nt], w[mt][0], w[mt][1], xk[nt], m);
+}
+
 extern "C" __global__ void __launch_bounds__(TP_WARPS * 32) AT_MMA_CLUSTER
 gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *__restrict__ y, int M,
          int K, int N)
@@ -162,11 +176,7 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
             xb[u][nt] = at_kgroup_load_x<false>(xr[nt] + ((cc) * TP_UNROLL + u) * AT_MMA_KSTEP + kt, 0, \
                                                 xok[nt])
 #define MMA_CHUNK(wb, xb)                                                                          \
-    _Pragma("unroll") for (int u = 0; u < TP_UNROLL; u++)                                          \
-        _Pragma("unroll") for (int m = 0; m < AT_MMA_PER_STEP; m++)                                \
-            _Pragma("unroll") for (int mt = 0; mt < TP_MT; mt++)                                   \
-                _Pragma("unroll") for (int nt = 0; nt < TP_NT; nt++)                               \
-                    at_mma_step(acc[mt][nt], wb[u][mt][0], wb[u][mt][1], xb[u][nt], m)
+    _Pragma("unroll") for (int u = 0; u < TP_UNROLL; u++) mma_tiles(acc, wb[u], xb[u])
     at_kgroup wv[TP_UNROLL][TP_MT][2];
     if (live && c < nchunks) /* weights depend on no earlier kernel: start streaming them now */
         LOAD_W_CHUNK(wv, c);
@@ -224,13 +234,7 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
 #pragma unroll
             for (int nt = 0; nt < TP_NT; nt++)
                 x1[nt] = at_kgroup_load_x<true>(xr[nt] + k, left, xok[nt]);
-#pragma unroll
-            for (int m = 0; m < AT_MMA_PER_STEP; m++)
-#pragma unroll
-                for (int mt = 0; mt < TP_MT; mt++)
-#pragma unroll
-                    for (int nt = 0; nt < TP_NT; nt++)
-                        at_mma_step(acc[mt][nt], w1[mt][0], w1[mt][1], x1[nt], m);
+            mma_tiles(acc, w1, x1);
         }
     }
 #undef LOAD_W_CHUNK
