@@ -541,9 +541,9 @@ static int retime_finalists(search *s)
 
 static int run_random(search *s)
 {
-    int b = budget_of(s), rc = measure_warm(s, screen_reps(s), b);
+    int b = budget_of(s), r = screen_reps(s), rc = measure_warm(s, r, b);
     while (rc == AT_OK && s->res->nmeasured < b && s->npool > 0)
-        rc = measure_one(s, pool_pick(s), screen_reps(s));
+        rc = measure_one(s, pool_pick(s), r);
     return rc == AT_OK ? retime_finalists(s) : rc;
 }
 
