@@ -6,6 +6,7 @@
 # the same command again on the warm cache. Prints both times and the
 # suite's own summary table. Speed is reported, never asserted.
 # Usage: bench/suite_time.sh [AUTOTUNE] [WORK_DIR] [DTYPE]
+# Env: SUITE_FLAGS, more options for both runs (e.g. --no-compile-ahead).
 set -uo pipefail
 bin=${1:-build/autotune}
 work=${2:-/tmp/autotune-suite-time}
@@ -21,18 +22,22 @@ if ! grep -q '^local M = {1} ' "$suite" || ! grep -q 'name = "qwen3.5-2b-m1"' "$
   echo "suite_time: $model no longer has the 'local M = {...}' and name lines this script rewrites" >&2
   exit 2
 fi
-echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), suite $suite"
+flags=${SUITE_FLAGS:-}
+echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), suite $suite${flags:+, flags $flags}"
 now() { date +%s.%N; }
 t0=$(now)
-"$bin" --suite "$suite" --dtype "$dt" --db "$work/tune.db" --quiet >"$work/cold.txt" 2>&1
+# shellcheck disable=SC2086
+"$bin" --suite "$suite" --dtype "$dt" --db "$work/tune.db" --quiet $flags >"$work/cold.txt" 2>&1
 rc_cold=$?
 t1=$(now)
-"$bin" --suite "$suite" --dtype "$dt" --db "$work/tune.db" --quiet >"$work/warm.txt" 2>&1
+# shellcheck disable=SC2086
+"$bin" --suite "$suite" --dtype "$dt" --db "$work/tune.db" --quiet $flags >"$work/warm.txt" 2>&1
 rc_warm=$?
 t2=$(now)
 cat "$work/cold.txt"
 python3 -c 'import sys
 t0, t1, t2 = map(float, sys.argv[1:4])
-print("\nsuite qwen3.5-2b-m1 (%s): cold cache %.1f s (exit %s; target <= 180 s), warm rerun %.2f s (exit %s; target <= 2 s)"
-      % (sys.argv[6], t1 - t0, sys.argv[4], t2 - t1, sys.argv[5]))' "$t0" "$t1" "$t2" "$rc_cold" "$rc_warm" "$dt"
+print("\nsuite qwen3.5-2b-m1 (%s%s): cold cache %.1f s (exit %s; target <= 180 s), warm rerun %.2f s (exit %s; target <= 2 s)"
+      % (sys.argv[6], sys.argv[7] and ", " + sys.argv[7], t1 - t0, sys.argv[4], t2 - t1, sys.argv[5]))' \
+  "$t0" "$t1" "$t2" "$rc_cold" "$rc_warm" "$dt" "$flags"
 grep -E "from_cache|cache yes|entries" "$work/warm.txt" | tail -3

@@ -7,6 +7,7 @@
 ** SQLite cache without losing a row (a fake worker: no GPU needed); the
 ** CLI runs a dry-run suite on three workers and refuses bad input cleanly.
 */
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -18,6 +19,9 @@
 #include "devices.h"
 #include "suite.h"
 #include "tinytest.h"
+#include "worker.h"
+
+#include <sqlite3.h>
 
 static int count_op(const at_suite *s, const char *op)
 {
@@ -207,7 +211,7 @@ static void files_and_fields(void)
 /* ---------------------------------------------------------- the pool */
 
 typedef struct item_result {
-    int item, pid;
+    int item, pid, next;
 } item_result;
 
 typedef struct pool_log {
@@ -219,15 +223,19 @@ typedef struct pool_log {
     int answers;
     const char *path;   /* the workers' own log: one line per item done */
     int crash_item, restart_item;
+    int order[8][256], norder[8]; /* per slot: its items, in the order done */
+    int next[256];                /* per item: the reservation it went out with */
 } pool_log;
 
 static pool_log plog;
 
-static int log_work(void *arg, int slot, int item, void *result)
+static int log_work(void *arg, int slot, int item, int next, void *result)
 {
     pool_log *l = arg;
     item_result *r = result;
     (void)slot;
+    if (item < 0) /* the worker's end */
+        return AT_POOL_NEXT;
     if (item == l->crash_item)
         kill(getpid(), SIGKILL); /* a candidate that takes the process down (no core file) */
     usleep((useconds_t)(1000 * (item % 4)));
@@ -241,6 +249,7 @@ static int log_work(void *arg, int slot, int item, void *result)
     }
     r->item = item;
     r->pid = (int)getpid();
+    r->next = next;
     return item == l->restart_item ? AT_POOL_RESTART : AT_POOL_NEXT;
 }
 
@@ -257,6 +266,9 @@ static int log_done(void *arg, int slot, int item, const void *result, const cha
             const item_result *r = result;
             CHECK_EQ_INT(r->item, item);
             l->pids[item] = r->pid;
+            l->next[item] = r->next;
+            if (slot >= 0 && slot < 8)
+                l->order[slot][l->norder[slot]++] = item;
         }
     }
     if (++l->answers == l->stop_after && l->flag)
@@ -328,6 +340,51 @@ static void pool_interrupt_stops_handing_out(void)
         total += plog.seen[i];
     }
     CHECK(total >= 5 && total <= 8); /* at most the ones in flight after the 5th */
+    remove(path);
+}
+
+/* Each item goes out with the slot's next item reserved: one slot gets
+** i+1 with item i; several keep their promises but for the steals at the
+** end, and every item but each slot's first was reserved exactly once. */
+static void pool_reserves_the_next_item(void)
+{
+    char path[] = "/tmp/at_pool_log_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    for (int nslots = 1; nslots <= 3; nslots += 2) {
+        const int n = 40;
+        memset(&plog, 0, sizeof plog);
+        plog.path = path;
+        plog.crash_item = plog.restart_item = -1;
+        CHECK_EQ_INT(at_pool_run(nslots, n, sizeof(item_result), log_work, log_done, &plog, NULL), AT_OK);
+        int reserved[256] = {0}, never = 0, broken = 0, total = 0;
+        for (int i = 0; i < n; i++) {
+            CHECK_EQ_INT(plog.seen[i], 1);
+            CHECK(plog.next[i] >= -1 && plog.next[i] < n && plog.next[i] != i);
+            if (plog.next[i] >= 0)
+                reserved[plog.next[i]]++;
+            if (nslots == 1)
+                CHECK_EQ_INT(plog.next[i], i + 1 < n ? i + 1 : -1);
+        }
+        for (int i = 0; i < n; i++) {
+            CHECK(reserved[i] <= 1);
+            never += reserved[i] == 0;
+        }
+        CHECK_EQ_INT(never, nslots); /* each slot's first item */
+        for (int sl = 0; sl < nslots; sl++) {
+            total += plog.norder[sl];
+            for (int k = 0; k < plog.norder[sl]; k++) {
+                int promised = plog.next[plog.order[sl][k]];
+                int got = k + 1 < plog.norder[sl] ? plog.order[sl][k + 1] : -1;
+                broken += promised >= 0 && promised != got; /* taken by another slot */
+            }
+        }
+        CHECK_EQ_INT(total, n);
+        CHECK(broken <= (nslots > 1 ? nslots : 0)); /* only reservations taken at the end */
+        if (nslots == 1)
+            CHECK_EQ_INT(broken, 0);
+    }
     remove(path);
 }
 
@@ -545,6 +602,133 @@ static void runner_shares_one_cache_without_losing_rows(void)
 }
 
 
+/* -------------------------------------------------- compiling ahead */
+
+/* .cubin files in dir/cubins */
+static int count_cubins(const char *dir)
+{
+    char path[300];
+    int n = 0;
+    snprintf(path, sizeof path, "%s/cubins", dir);
+    DIR *d = opendir(path);
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        n += strlen(e->d_name) > 6 && strcmp(e->d_name + strlen(e->d_name) - 6, ".cubin") == 0;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static void remove_tree(const char *dir)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK_EQ_INT(system(cmd), 0);
+}
+
+/* the H200's identity as a probe would report it, without a GPU */
+static void pretend_h200(void)
+{
+    at_device_info d = {.cc_major = 9, .cc_minor = 0, .sms = 132, .driver_version = 13000, .read_gbps = 4000};
+    snprintf(d.name, sizeof d.name, "NVIDIA H200 (pretended)");
+    at_worker_identity_remember(0, &d);
+}
+
+/* A compile-ahead child fills the cubin cache a run then reads, runs one
+** at a time, and stores nothing in the tuning cache. */
+static void compile_ahead_fills_the_cubin_cache(void)
+{
+    char dir[] = "/tmp/at_ahead_XXXXXX", db[64];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(db, sizeof db, "%s/c.db", dir);
+    pretend_h200();
+    at_search_opts so = {.op = "gemv", .dtype = AT_BF16, .spec_path = "tests/fixtures/spec_good.lua",
+                         .templates_root = "templates", .db_path = db, .reps = 7};
+    CHECK_EQ_INT(at_shape_parse("1x64x64", 3, &so.shape), AT_OK);
+    CHECK_EQ_INT(at_compile_ahead_start(&so), 1);
+    CHECK_EQ_INT(at_compile_ahead_start(&so), 0); /* one at a time */
+    CHECK_EQ_INT(at_compile_ahead_wait(NULL), 1);
+    CHECK_EQ_INT(at_compile_ahead_wait(NULL), 0);
+    int n = count_cubins(dir);
+    CHECK(n >= 5);
+    /* the same search finds every cubin there: the keys the real run uses */
+    at_search_result res;
+    so.compile_only = 1;
+    CHECK_EQ_INT(at_search_run(&so, &res), AT_OK);
+    CHECK(res.ncompiled >= 5);
+    CHECK_EQ_INT(res.ncompile_cached, res.ncompiled);
+    CHECK_EQ_INT(res.ncorrect, 0); /* nothing ran */
+    at_search_result_free(&res);
+    CHECK_EQ_INT(count_cubins(dir), n);
+    /* nothing tuned, nothing stored */
+    sqlite3 *q = NULL;
+    int rows = -1;
+    CHECK_EQ_INT(sqlite3_open(db, &q), SQLITE_OK);
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(q, "SELECT (SELECT count(*) FROM trials) + (SELECT count(*) FROM winners)", -1, &st,
+                           NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        rows = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(q);
+    CHECK_EQ_INT(rows, 0);
+    remove_tree(dir);
+}
+
+/* A fake entry "on the GPU": it starts its successor's compile as the real
+** search does, and logs whether it could and how many cubins it found. */
+static int ahead_worker(void *arg, const at_suite_entry *e, const at_search_opts *o, at_suite_outcome *out)
+{
+    const char *dir = arg;
+    snprintf(out->winner, sizeof out->winner, "fake");
+    out->us = 1.0;
+    out->ncompiled = count_cubins(dir); /* what this entry found when it began */
+    out->ncand = o->before_gpu != NULL;
+    if (o->before_gpu)
+        o->before_gpu(o->before_gpu_arg);
+    (void)e;
+    return AT_OK;
+}
+
+static void suite_compiles_the_next_entry_ahead(void)
+{
+    char dir[] = "/tmp/at_ahead_XXXXXX", db[64];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(db, sizeof db, "%s/c.db", dir);
+    pretend_h200();
+    at_suite *s = NULL;
+    CHECK_EQ_INT(at_suite_load_string("return { name = 'ahead', entries = {\n"
+                                      "  tune('gemv', {'1x64x64', '1x64x96'}, {spec = 'tests/fixtures/spec_good.lua'}),\n"
+                                      "} }\n",
+                                      "ahead.lua", NULL, &s),
+                 AT_OK);
+    if (!s)
+        return;
+    int dev = 0;
+    for (int no_ahead = 1; no_ahead >= 0; no_ahead--) {
+        at_suite_run_opts o = {.base = {.db_path = db, .templates_root = "templates", .dtype = AT_BF16, .reps = 7},
+                               .devices = &dev, .ndevices = 1, .quiet = 1, .no_ahead = no_ahead,
+                               .worker = ahead_worker, .worker_arg = dir};
+        at_suite_outcome *r = NULL;
+        int n = 0;
+        CHECK_EQ_INT(at_suite_run(s, &o, &r, &n), AT_OK);
+        CHECK_EQ_INT(n, 2);
+        if (r && n == 2) {
+            CHECK_EQ_INT(r[0].ncand, !no_ahead); /* the first entry starts the second's compile */
+            CHECK_EQ_INT(r[1].ncand, 0);         /* the last has no successor */
+            CHECK_EQ_INT(r[0].ncompiled, 0);
+            if (no_ahead)
+                CHECK_EQ_INT(r[1].ncompiled, 0); /* nothing compiled it */
+            else
+                CHECK(r[1].ncompiled >= 5); /* compiled, and whole, before its turn came */
+        }
+        free(r);
+    }
+    CHECK(count_cubins(dir) >= 5);
+    at_suite_free(s);
+    remove_tree(dir);
+}
+
 /* ------------------------------------------------------------ the CLI */
 
 static void cli_suite_dry_run_on_three_workers(void)
@@ -605,6 +789,7 @@ static void cli_bad_suite_changes_nothing(void)
         {"--suite tests/fixtures/suite_small.lua --effort fast", "unknown effort 'fast'", 2},
         {"--op gemv --shape 1x64x64 --budget -3", "--budget", 2},
         {"--op gemv --shape 1x64x64 --only gemv", "--only applies to --suite", 2},
+        {"--op gemv --shape 1x64x64 --no-compile-ahead", "--no-compile-ahead applies to --suite", 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cli_run(cases[i].args, &o);
@@ -620,6 +805,7 @@ static void cli_bad_suite_changes_nothing(void)
     CHECK_STR_HAS(o.out, "--effort E");
     CHECK_STR_HAS(o.out, "--strategy S");
     CHECK_STR_HAS(o.out, "--budget N");
+    CHECK_STR_HAS(o.out, "--no-compile-ahead");
 }
 
 int main(void)
@@ -629,8 +815,11 @@ int main(void)
     TT_RUN(files_and_fields);
     TT_RUN(pool_does_every_item_once);
     TT_RUN(pool_interrupt_stops_handing_out);
+    TT_RUN(pool_reserves_the_next_item);
     TT_RUN(devices_parse);
     TT_RUN(runner_shares_one_cache_without_losing_rows);
+    TT_RUN(compile_ahead_fills_the_cubin_cache);
+    TT_RUN(suite_compiles_the_next_entry_ahead);
     TT_RUN(cli_suite_dry_run_on_three_workers);
     TT_RUN(cli_bad_suite_changes_nothing);
     return TT_DONE();

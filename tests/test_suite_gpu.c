@@ -1,8 +1,9 @@
 /*
 ** test_suite_gpu.c — suites on a real GPU (label gpu; skips visibly without
 ** one): a suite tunes every entry, a rerun answers all of them from the
-** cache, and a suite interrupted after its first entry continues from there.
-** Passed on the H200 (build ebfd2ad).
+** cache, a suite interrupted after its first entry continues from there,
+** and the second entry compiles while the first is on the GPU.
+** Passed on the H200 (build ebfd2ad; the compile-ahead test: not yet).
 */
 #include <stdlib.h>
 #include <unistd.h>
@@ -97,6 +98,65 @@ static void interrupted_suite_continues(void)
         CHECK_STR_HAS(first, "\"from_cache\":true");
 }
 
+/* `"key":N` in the entry whose dtype is `dtype`; -1 when absent */
+static int entry_int(const char *json, const char *dtype, const char *key)
+{
+    char want[32], k[40];
+    int v = -1;
+    snprintf(want, sizeof want, "\"dtype\":\"%s\"", dtype);
+    snprintf(k, sizeof k, "\"%s\":", key);
+    const char *e = strstr(json, want), *p = e ? strstr(e, k) : NULL;
+    if (p && sscanf(p + strlen(k), "%d", &v) != 1)
+        v = -1;
+    return v;
+}
+
+/* Two entries with no kernel in common (bf16, then fp16): with compile-ahead
+** the fp16 entry finds every kernel it compiles in the cubin cache, put there
+** while the bf16 entry was on the GPU; with --no-compile-ahead, none. */
+static void next_entry_compiles_ahead(void)
+{
+    static cli_out o;
+    char dir[96], path[160], cwd[512], cmd[256], args[512];
+    if (gpu_count() == 0)
+        TT_SKIP("no GPU");
+    CHECK(getcwd(cwd, sizeof cwd) != NULL);
+    for (int ahead = 1; ahead >= 0; ahead--) {
+        snprintf(dir, sizeof dir, "/tmp/at_suite_ahead_%d_%d", (int)getpid(), ahead);
+        snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", dir, dir);
+        CHECK_EQ_INT(system(cmd), 0);
+        snprintf(path, sizeof path, "%s/s.lua", dir);
+        FILE *f = fopen(path, "w");
+        CHECK(f != NULL);
+        if (!f)
+            return;
+        fprintf(f,
+                "local spec = '%s/tests/fixtures/spec_good.lua'\n"
+                "return { name = 'ahead', entries = {\n"
+                "  tune('gemv', '1x2048x2048', {spec = spec, dtype = 'bf16'}),\n"
+                "  tune('gemv', '1x2048x2048', {spec = spec, dtype = 'fp16'}),\n"
+                "} }\n",
+                cwd);
+        fclose(f);
+        snprintf(args, sizeof args, "--suite %s --db %s/tune.db --json --quiet%s", path, dir,
+                 ahead ? "" : " --no-compile-ahead");
+        cli_run(args, &o);
+        if (o.code != 0)
+            fprintf(stderr, "  code %d: %s\n", o.code, o.err);
+        CHECK_EQ_INT(o.code, 0);
+        CHECK_STR_HAS(count_of(o.out, "\"ok\":2"), "\"ok\":2,\"from_cache\":0");
+        int first = entry_int(o.out, "bf16", "compile_cached");
+        int compiled = entry_int(o.out, "fp16", "compiled"), cached = entry_int(o.out, "fp16", "compile_cached");
+        printf("  compile-ahead %s: bf16 %d cached; fp16 %d compiled, %d of them cached\n", ahead ? "on" : "off",
+               first, compiled, cached);
+        CHECK_EQ_INT(first, 0); /* a fresh folder */
+        CHECK(compiled >= 5);
+        CHECK_EQ_INT(cached, ahead ? compiled : 0);
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        CHECK_EQ_INT(system(cmd), 0);
+    }
+}
+
 int main(void)
 {
     char dir[96], cmd[160];
@@ -108,6 +168,7 @@ int main(void)
         write_suite();
     TT_RUN(suite_tunes_then_answers_from_cache);
     TT_RUN(interrupted_suite_continues);
+    TT_RUN(next_entry_compiles_ahead);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "  could not remove %s\n", dir);

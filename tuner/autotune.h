@@ -394,6 +394,13 @@ typedef struct at_search_opts {
     int budget;           /* > 0: replaces the effort's budget; 0: the effort's */
     double eps;                 /* norm ops: added to mean(x^2); 0 = 1e-6 */
     int verify_only;            /* stop after the correctness gate (tests): no timing, no winner */
+    /* Compiling ahead (suite_run.c: the next entry compiles while this one
+    ** is on the GPU). */
+    int compile_only;           /* compile into the cubin cache and stop: nothing timed,
+                                   nothing stored, nothing reported */
+    void (*before_gpu)(void *arg); /* called once the candidates are compiled, as the GPU
+                                   phases begin, from a process that may fork; NULL: none */
+    void *before_gpu_arg;
 } at_search_opts;
 
 /* One candidate as the run saw it. */

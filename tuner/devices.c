@@ -1,7 +1,8 @@
 /*
 ** devices.c — --devices parsing, counting GPUs from a child process, and
-** the worker pool: the parent writes an item number down each worker's
-** command pipe and reads a fixed-size answer back from its result pipe.
+** the worker pool: the parent writes an item number (and the item it
+** reserves for that worker's next turn) down each worker's command pipe
+** and reads a fixed-size answer back from its result pipe.
 ** Invariant: each result pipe has exactly one writer (its worker), so an
 ** end of file there means that worker is gone, and its item is reported
 ** lost, never silently dropped or handed out twice.
@@ -127,6 +128,7 @@ typedef struct slot {
     pid_t pid;    /* 0: no process */
     int cmd, res; /* the parent's ends: write items, read answers; -1 closed */
     int item;     /* in flight, or -1 */
+    int next;     /* reserved for this slot's next turn, or -1 */
     int deaths;
     int retired;
 } slot;
@@ -139,6 +141,8 @@ typedef struct pool {
     at_pool_done_fn done;
     void *arg;
     unsigned char *buf; /* header + result */
+    unsigned char *taken; /* [nitems]: 1 once handed out or reserved */
+    int nitems, handed;
 } pool;
 
 typedef struct answer {
@@ -167,17 +171,18 @@ static void worker_main(pool *pl, int me, int cmd, int res, pid_t parent)
     signal(SIGPIPE, SIG_DFL);
     signal(SIGTTOU, SIG_IGN); /* out of the foreground group, it may still write progress to the terminal */
     for (;;) {
-        int32_t item;
-        if (at_worker_read_all(cmd, &item, sizeof item) != 0 || item < 0)
+        int32_t v[2]; /* the item, and the one reserved for the next turn */
+        if (at_worker_read_all(cmd, v, sizeof v) != 0 || v[0] < 0)
             break;
-        answer a = {.item = item};
+        answer a = {.item = v[0]};
         memset(pl->buf, 0, sizeof a + pl->result_size);
-        a.disposition = pl->work(pl->arg, me, item, pl->buf + sizeof a);
+        a.disposition = pl->work(pl->arg, me, v[0], v[1], pl->buf + sizeof a);
         memcpy(pl->buf, &a, sizeof a);
         fflush(NULL);
         if (at_worker_write_all(res, pl->buf, sizeof a + pl->result_size) != 0 || a.disposition != AT_POOL_NEXT)
             break;
     }
+    pl->work(pl->arg, me, -1, -1, NULL); /* the end: it lets go of what it prepared */
     fflush(NULL);
     _exit(0);
 }
@@ -235,34 +240,102 @@ static void reap(pool *pl, int i, char *why, size_t n)
     s->item = -1;
 }
 
-/* Gives slot i item `item`; 0 when its worker is gone. */
+/* The first item neither handed out nor reserved, taken; -1 when none. */
+static int take_free(pool *pl)
+{
+    for (int k = 0; k < pl->nitems; k++)
+        if (!pl->taken[k]) {
+            pl->taken[k] = 1;
+            return k;
+        }
+    return -1;
+}
+
+/* Slot i's next item: its reservation, else the first free item, else a
+** busy slot's reservation (an idle slot takes work from a busy one rather
+** than wait); -1 when there is none. */
+static int pick(pool *pl, int i)
+{
+    slot *s = &pl->s[i];
+    int v = s->next;
+    if (v >= 0) {
+        s->next = -1;
+        return v;
+    }
+    if ((v = take_free(pl)) >= 0)
+        return v;
+    for (int j = 0; j < pl->n; j++)
+        if (j != i && pl->s[j].next >= 0) {
+            v = pl->s[j].next;
+            pl->s[j].next = -1;
+            return v;
+        }
+    return -1;
+}
+
+/* Whether pick() would find an item for an idle slot. */
+static int work_left(const pool *pl)
+{
+    for (int k = 0; k < pl->nitems; k++)
+        if (!pl->taken[k])
+            return 1;
+    for (int j = 0; j < pl->n; j++)
+        if (pl->s[j].next >= 0)
+            return 1;
+    return 0;
+}
+
+/* Slot i works no more; its reservation goes back. */
+static void retire(pool *pl, int i)
+{
+    slot *s = &pl->s[i];
+    s->retired = 1;
+    if (s->next >= 0)
+        pl->taken[s->next] = 0;
+    s->next = -1;
+}
+
+/* Gives slot i item `item`, reserving the first free item for its next
+** turn; 0 when its worker is gone (the item is then slot i's reservation). */
 static int hand_out(pool *pl, int i, int item)
 {
-    int32_t v = item;
-    if (at_worker_write_all(pl->s[i].cmd, &v, sizeof v) != 0)
+    int32_t v[2] = {item, take_free(pl)};
+    if (at_worker_write_all(pl->s[i].cmd, v, sizeof v) != 0) {
+        if (v[1] >= 0)
+            pl->taken[v[1]] = 0;
+        pl->s[i].next = item;
         return 0;
+    }
     pl->s[i].item = item;
+    pl->s[i].next = v[1];
+    pl->handed++;
     return 1;
 }
 
 int at_pool_run(int nslots, int nitems, size_t result_size, at_pool_work_fn work, at_pool_done_fn done, void *arg,
                 volatile int *interrupt)
 {
-    pool pl = {.n = nslots, .result_size = result_size, .work = work, .done = done, .arg = arg};
-    int rc = AT_OK, next = 0, stopping = 0, asked = 0, signalled = 0, started = 0;
+    pool pl = {.n = nslots, .result_size = result_size, .work = work, .done = done, .arg = arg,
+               .nitems = nitems};
+    int rc = AT_OK, stopping = 0, asked = 0, signalled = 0, started = 0;
     char why[160];
     if (nslots < 1 || nslots > AT_DEVICES_MAX || nitems < 0 || !work || !done)
         return at_fail(AT_ERR_USAGE, "at_pool_run: bad arguments");
-    if (!(pl.buf = malloc(sizeof(answer) + result_size)))
+    pl.buf = malloc(sizeof(answer) + result_size);
+    pl.taken = calloc((size_t)nitems + 1, 1);
+    if (!pl.buf || !pl.taken) {
+        free(pl.buf);
+        free(pl.taken);
         return at_fail(AT_ERR_NOMEM, "out of memory");
+    }
     void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN); /* a dead worker's pipe: EPIPE, not death */
     for (int i = 0; i < nslots; i++)
-        pl.s[i] = (slot){.cmd = -1, .res = -1, .item = -1};
+        pl.s[i] = (slot){.cmd = -1, .res = -1, .item = -1, .next = -1};
     for (int i = 0; i < nslots && i < nitems; i++) {
         if (spawn(&pl, i) == AT_OK)
             started++;
         else
-            pl.s[i].retired = 1;
+            retire(&pl, i);
     }
     if (nitems > 0 && started == 0) {
         rc = AT_ERR_IO; /* spawn's message stands */
@@ -279,18 +352,16 @@ int at_pool_run(int nslots, int nitems, size_t result_size, at_pool_work_fn work
         /* feed idle workers, starting replacements; stop the ones not needed */
         for (int i = 0; i < nslots; i++) {
             slot *s = &pl.s[i];
-            if (!s->retired && s->item < 0 && s->pid > 0 && (stopping || next >= nitems))
+            if (!s->retired && s->item < 0 && s->pid > 0 && (stopping || !work_left(&pl)))
                 reap(&pl, i, NULL, 0);
-            while (!s->retired && s->item < 0 && !stopping && next < nitems) {
+            while (!s->retired && s->item < 0 && !stopping && work_left(&pl)) {
                 if (s->pid == 0 && (s->deaths >= MAX_DEATHS || spawn(&pl, i) != AT_OK)) {
-                    s->retired = 1;
+                    retire(&pl, i);
                     break;
                 }
-                if (hand_out(&pl, i, next)) {
-                    next++;
+                if (hand_out(&pl, i, pick(&pl, i)))
                     break;
-                }
-                reap(&pl, i, NULL, 0); /* it died while idle */
+                reap(&pl, i, NULL, 0); /* it died while idle; the item stays its reservation */
                 s->deaths++;
             }
         }
@@ -321,7 +392,7 @@ int at_pool_run(int nslots, int nitems, size_t result_size, at_pool_work_fn work
                 if (a.disposition != AT_POOL_NEXT)
                     reap(&pl, i, NULL, 0);
                 if (a.disposition == AT_POOL_RETIRE)
-                    pl.s[i].retired = 1;
+                    retire(&pl, i);
             } else {
                 why[0] = '\0';
                 reap(&pl, i, why, sizeof why);
@@ -331,14 +402,15 @@ int at_pool_run(int nslots, int nitems, size_t result_size, at_pool_work_fn work
             }
         }
     }
-    if (rc == AT_OK && next < nitems && (signalled || !asked))
-        rc = signalled ? at_fail(AT_ERR_INTERRUPTED, "interrupted: %d item(s) not started", nitems - next)
-                      : at_fail(AT_ERR_NOGPU, "no worker left to run %d more item(s)", nitems - next);
+    if (rc == AT_OK && pl.handed < nitems && (signalled || !asked))
+        rc = signalled ? at_fail(AT_ERR_INTERRUPTED, "interrupted: %d item(s) not started", nitems - pl.handed)
+                       : at_fail(AT_ERR_NOGPU, "no worker left to run %d more item(s)", nitems - pl.handed);
 done:
     for (int i = 0; i < nslots; i++)
         if (pl.s[i].pid > 0)
             reap(&pl, i, NULL, 0);
     signal(SIGPIPE, old_pipe);
     free(pl.buf);
+    free(pl.taken);
     return rc;
 }

@@ -33,8 +33,14 @@ enum {
 };
 
 /* Runs in a worker process: does item `item` as slot `slot` and fills
-** result[0..result_size) (zeroed before the call); returns AT_POOL_*. */
-typedef int (*at_pool_work_fn)(void *arg, int slot, int item, void *result);
+** result[0..result_size) (zeroed before the call); returns AT_POOL_*.
+** `next` is the item the pool has reserved for this slot's next turn, or
+** -1: the worker may prepare it (suite_run.c compiles it ahead) while this
+** one runs. It is a promise that can break: an idle slot may take another
+** slot's reservation, and a stopping pool hands out nothing more. When the
+** worker stops it is called once more with item -1 (result NULL) to let
+** go of what it prepared; its return value is then ignored. */
+typedef int (*at_pool_work_fn)(void *arg, int slot, int item, int next, void *result);
 /* Runs in the parent as each item ends: result is the worker's, or NULL
 ** when the worker died before answering, with `lost` saying how ("worker 1
 ** (pid 123) ended by signal 11"). Returns nonzero to hand out no further
@@ -44,7 +50,9 @@ typedef int (*at_pool_done_fn)(void *arg, int slot, int item, const void *result
 /* Starts nslots worker processes (fork, each in its own process group, told
 ** to stop with SIGINT if this process dies) and hands items 0..nitems-1 out
 ** in order, each to the next idle worker, so a slow item holds no other
-** back. A worker that dies or asks to restart is replaced (at most 3
+** back. Each item goes out with a reservation of the next free item for
+** that worker's next turn; a worker idle with nothing free takes a busy
+** one's reservation. A worker that dies or asks to restart is replaced (at most 3
 ** deaths per slot; then the slot retires). When *interrupt becomes nonzero,
 ** no further item is handed out and each busy worker is sent one SIGINT;
 ** the pool waits for their answers. Returns AT_OK when every item was

@@ -88,6 +88,9 @@ static void usage(FILE *f)
         "  --devices LIST   GPUs to spread the entries over, one worker each:\n"
         "                   0,1,... or all (default: --device); GPUs of the same\n"
         "                   model share results through the cache\n"
+        "  --no-compile-ahead  compile each entry in its turn (default: the next\n"
+        "                   entry compiles, at a low priority, while this one is\n"
+        "                   on the GPU)\n"
         "  --help, --version\n"
         "\n"
         "Subcommands (autotune SUBCOMMAND --help for their options):\n"
@@ -206,7 +209,7 @@ static int die(int rc, int json)
 /* --suite FILE: the whole-model runner (suite_run.c) with the shared options. */
 static int suite_command(at_search_opts *o, const char *suite, const char *only, const char *devices,
                          const char *dtype, int dtype_given, const char *templates, const char *db, int json,
-                         int quiet, int one_shape_options)
+                         int quiet, int no_ahead, int one_shape_options)
 {
     char home[PATH_MAX], tpl_buf[PATH_MAX + 64], db_buf[PATH_MAX];
     int rc, home_rc = find_home(home, sizeof home), have_home = home_rc == AT_OK;
@@ -238,7 +241,7 @@ static int suite_command(at_search_opts *o, const char *suite, const char *only,
     signal(SIGINT, on_sigint);
     at_suite_cli c = {.base = *o, .dtype_override = dtype_given, .suite_path = suite,
                       .home = have_home ? home : NULL, .only = only, .devices = devices, .json = json,
-                      .quiet = quiet};
+                      .quiet = quiet, .no_ahead = no_ahead};
     return at_suite_main(&c);
 }
 
@@ -252,7 +255,7 @@ int main(int argc, char **argv)
     at_search_opts o = {.dtype = AT_BF16, .reps = 7};
     const char *shape_text = NULL, *spec = NULL, *templates = NULL, *db = NULL, *dtype = "bf16";
     char home[PATH_MAX], spec_buf[PATH_MAX + 64], tpl_buf[PATH_MAX + 64], db_buf[PATH_MAX];
-    int json = 0, quiet = 0, top = 10, rc, dtype_given = 0;
+    int json = 0, quiet = 0, top = 10, rc, dtype_given = 0, no_ahead = 0;
     const char *suite = NULL, *only = NULL, *devices = NULL; /* --suite and friends */
 
     for (int i = 1; i < argc; i++) {
@@ -319,6 +322,8 @@ int main(int argc, char **argv)
                 json = 1;
             else if (!strcmp(a, "--quiet"))
                 quiet = 1;
+            else if (!strcmp(a, "--no-compile-ahead"))
+                no_ahead = 1;
             else
                 rc = at_fail(AT_ERR_USAGE, "unknown option '%s' (see --help)", a);
         }
@@ -329,10 +334,12 @@ int main(int argc, char **argv)
         i += takes;
     }
     if (suite)
-        return suite_command(&o, suite, only, devices, dtype, dtype_given, templates, db, json, quiet,
+        return suite_command(&o, suite, only, devices, dtype, dtype_given, templates, db, json, quiet, no_ahead,
                              o.op || shape_text || spec);
-    if (only || devices)
-        return die(at_fail(AT_ERR_USAGE, "%s applies to --suite", only ? "--only" : "--devices"), json);
+    if (only || devices || no_ahead)
+        return die(at_fail(AT_ERR_USAGE, "%s applies to --suite",
+                           only ? "--only" : devices ? "--devices" : "--no-compile-ahead"),
+                   json);
     if (!o.op)
         return die(at_fail(AT_ERR_USAGE, "--op is required (see --help)"), json);
     const at_op *op = at_op_find(o.op);

@@ -329,7 +329,7 @@ static int phase_compile(run *r)
                              "allow_spills = true)",
                              J->spill_bytes);
                     res->nspills_rejected++;
-                    if (!o->dry_run)
+                    if (!o->dry_run && !o->compile_only)
                         at_search_store_trial(r, row);
                 }
             }
@@ -339,7 +339,7 @@ static int phase_compile(run *r)
             res->ncompile_failed++;
             row->trial.state = AT_TRIAL_COMPILE_FAIL;
             first_error(J->log, row->trial.reason, sizeof row->trial.reason);
-            if (!o->dry_run)
+            if (!o->dry_run && !o->compile_only)
                 at_search_store_trial(r, row);
         }
     }
@@ -612,6 +612,8 @@ static int gpu_phases(run *r)
 {
     at_cache_close(r->cache); /* the worker opens its own; blame() opens one when needed */
     r->cache = NULL;
+    if (r->o->before_gpu) /* this process holds no connection now: it may fork */
+        r->o->before_gpu(r->o->before_gpu_arg);
     if (!(r->verified = calloc((size_t)r->res->nrows, 1)))
         return at_fail(AT_ERR_NOMEM, "out of memory");
     return at_worker_loop(gpu_body, r, on_msg, r, judge, r, r->o->interrupt, NULL);
@@ -719,7 +721,7 @@ int at_search_run(const at_search_opts *o, at_search_result *res)
 
     if ((rc = at_spec_bytes(r.spec, &pb, &res->bytes)) != AT_OK || (rc = make_rows(&r, &pb)) != AT_OK)
         goto done;
-    if ((rc = phase_compile(&r)) != AT_OK || o->dry_run || interrupted(o))
+    if ((rc = phase_compile(&r)) != AT_OK || o->dry_run || o->compile_only || interrupted(o))
         goto done;
 
     /* from here on the GPU is needed for real: in a worker process */

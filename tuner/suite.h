@@ -95,7 +95,9 @@ typedef struct at_suite_outcome {
     double us, base_us, speedup; /* winner and baseline µs (graph replay) */
     double bytes, read_gbps;     /* for % of the read ceiling */
     double seconds;              /* wall time of the entry */
+    double compile_s, gpu_s;     /* of it: compiling; the GPU phases (setup, verify, timing) */
     int ncand, npruned, ncompiled, ncompile_failed, ncorrect;
+    int ncompile_cached;         /* of ncompiled, from the cubin cache (compiled ahead or earlier) */
 } at_suite_outcome;
 
 /* Runs one entry with options o (o->op, dtype, shape, spec_path are set for
@@ -117,6 +119,7 @@ typedef struct at_suite_run_opts {
     const int *devices;   /* GPU ordinal of each worker */
     int ndevices;         /* >= 1 */
     int quiet;
+    int no_ahead;         /* 1: no entry compiles while another is on the GPU */
     at_suite_worker_fn worker; /* NULL: at_suite_run_entry */
     void *worker_arg;
 } at_suite_run_opts;
@@ -136,6 +139,14 @@ int at_suite_select(const at_suite *s, const char *only, int **idx, int *n);
 ** *out NULL. */
 int at_suite_run(const at_suite *s, const at_suite_run_opts *o, at_suite_outcome **out, int *nout);
 
+/* Compiling ahead (compile_ahead.c), one child per process: start forks
+** one that runs at_search_run(next) with compile_only set (filling the
+** cubin cache, storing nothing) and returns 1, or 0 when it started none
+** (one is running, a dry run, interrupted, fork failed). wait reaps it,
+** first passing it a SIGINT if *interrupt is set; 0 when there was none. */
+int at_compile_ahead_start(const at_search_opts *next);
+int at_compile_ahead_wait(volatile int *interrupt);
+
 /* `autotune --suite FILE` after main.c has parsed the options: loads and
 ** checks the suite (a bad one changes nothing), picks the workers from
 ** `devices` ("0,1", "all"; NULL: base.device alone), runs, prints the
@@ -145,7 +156,7 @@ typedef struct at_suite_cli {
     at_search_opts base;  /* as for at_suite_run_opts */
     int dtype_override;
     const char *suite_path, *home, *only, *devices;
-    int json, quiet;
+    int json, quiet, no_ahead;
 } at_suite_cli;
 int at_suite_main(const at_suite_cli *c);
 

@@ -2,6 +2,8 @@
 ** suite_run.c — tuning a whole suite: entries handed to one worker process
 ** per GPU (devices.c's pool), each running at_search_run with the shared
 ** options, results collected by the parent for a summary table or JSON.
+** While an entry is on the GPU, the entry the pool reserved next for that
+** worker compiles in the background (compile_ahead.c).
 ** Invariant: the cache is the only state between runs, so a rerun answers
 ** every finished entry from it and an interrupted suite resumes there.
 */
@@ -84,6 +86,9 @@ int at_suite_run_entry(void *arg, const at_suite_entry *e, const at_search_opts 
     out->bytes = res.bytes;
     out->read_gbps = res.dev.read_gbps;
     out->seconds = res.t_total;
+    out->compile_s = res.t_compile;
+    out->gpu_s = res.t_setup + res.t_verify + res.t_time;
+    out->ncompile_cached = res.ncompile_cached;
     out->ncand = res.ncand;
     out->npruned = res.npruned;
     out->ncompiled = res.ncompiled;
@@ -108,27 +113,62 @@ typedef struct ctx {
     int ngeo;
 } ctx;
 
-/* Worker side: one entry with the shared options. */
-static int work(void *arg, int slot, int item, void *result)
+/* Entry `item`'s options: the shared ones, its op, dtype, shape and spec
+** (spec[] holds the path), slot's GPU. */
+static void entry_opts(const ctx *c, int slot, int item, at_search_opts *so, char *spec, size_t specn)
+{
+    const at_suite_run_opts *o = c->o;
+    const at_suite_entry *e = &c->s->entries[c->idx[item]];
+    *so = o->base;
+    if (e->spec[0])
+        snprintf(spec, specn, "%s", e->spec);
+    else
+        snprintf(spec, specn, "%s/search/%s.lua", o->home ? o->home : ".", e->op);
+    so->op = e->op;
+    so->dtype = o->dtype_override ? o->base.dtype : e->dtype;
+    so->shape = e->shape;
+    so->spec_path = spec;
+    so->device = o->devices[slot];
+    so->threads = c->threads;
+    so->progress = o->ndevices == 1 ? o->base.progress : 0; /* several workers: the parent's line only */
+}
+
+/* What the entry on the GPU needs to start its successor's compile. */
+typedef struct ahead {
+    const ctx *c;
+    int slot, next;
+} ahead;
+
+/* at_search_opts.before_gpu: the GPU phases of this entry begin, so the
+** entry reserved next for this worker compiles now (compile_ahead.c). */
+static void compile_next(void *arg)
+{
+    const ahead *a = arg;
+    at_search_opts so;
+    char spec[AT_SUITE_PATH_LEN + PATH_MAX];
+    entry_opts(a->c, a->slot, a->next, &so, spec, sizeof spec);
+    at_compile_ahead_start(&so);
+}
+
+/* Worker side: one entry with the shared options; item -1 is the worker's end. */
+static int work(void *arg, int slot, int item, int next, void *result)
 {
     ctx *c = arg;
     const at_suite_run_opts *o = c->o;
+    at_compile_ahead_wait(o->base.interrupt); /* the one the last entry started: its cubins are whole */
+    if (item < 0)
+        return AT_POOL_NEXT;
     const at_suite_entry *e = &c->s->entries[c->idx[item]];
     at_suite_outcome *out = result;
-    at_search_opts so = o->base;
+    at_search_opts so;
     char spec[AT_SUITE_PATH_LEN + PATH_MAX];
-    if (e->spec[0])
-        snprintf(spec, sizeof spec, "%s", e->spec);
-    else
-        snprintf(spec, sizeof spec, "%s/search/%s.lua", o->home ? o->home : ".", e->op);
-    so.op = e->op;
-    so.dtype = o->dtype_override ? o->base.dtype : e->dtype;
+    entry_opts(c, slot, item, &so, spec, sizeof spec);
+    ahead a = {.c = c, .slot = slot, .next = next};
+    if (next >= 0 && !o->no_ahead && !so.dry_run) {
+        so.before_gpu = compile_next;
+        so.before_gpu_arg = &a;
+    }
     out->dtype = (int)so.dtype;
-    so.shape = e->shape;
-    so.spec_path = spec;
-    so.device = o->devices[slot];
-    so.threads = c->threads;
-    so.progress = o->ndevices == 1 ? o->base.progress : 0; /* several workers: the parent's line only */
     out->index = c->idx[item];
     out->device = so.device;
     out->worker = slot;
@@ -273,8 +313,8 @@ static void fmt_num(char *buf, size_t n, const char *fmt, double v)
 
 void at_suite_report_text(FILE *f, const at_suite *s, const at_suite_outcome *r, int n, int status)
 {
-    int ok = 0, cached = 0, failed = 0, notrun = 0, ngeo = 0;
-    double geo = 0;
+    int ok = 0, cached = 0, failed = 0, notrun = 0, ngeo = 0, ncompiled = 0, nahead = 0;
+    double geo = 0, t_compile = 0, t_gpu = 0, t_all = 0;
     char dev[160] = "";
     for (int i = 0; i < n; i++)
         if (r[i].ran && r[i].device_name[0] && !strstr(dev, r[i].device_name) && strlen(dev) < 100)
@@ -303,6 +343,11 @@ void at_suite_report_text(FILE *f, const at_suite *s, const at_suite_outcome *r,
         }
         ok++;
         cached += o->from_cache;
+        t_compile += o->compile_s;
+        t_gpu += o->gpu_s;
+        t_all += o->seconds;
+        ncompiled += o->ncompiled;
+        nahead += o->ncompile_cached;
         if (o->dry_run) {
             fprintf(f, "dry run: %d candidates, %d pruned, %d compiled, %d failed\n", o->ncand, o->npruned,
                     o->ncompiled, o->ncompile_failed);
@@ -319,6 +364,10 @@ void at_suite_report_text(FILE *f, const at_suite *s, const at_suite_outcome *r,
     if (ngeo)
         fprintf(f, "; geometric mean vs baseline %.2fx over %d", exp(geo / ngeo), ngeo);
     fputc('\n', f);
+    if (ok > cached) /* where the time of the entries run went, summed over workers */
+        fprintf(f, "time    entries %.1f s: compile %.1f s (%d of %d kernels from the cubin cache), GPU %.1f s, "
+                   "other %.1f s\n",
+                t_all, t_compile, nahead, ncompiled, t_gpu, t_all - t_compile - t_gpu);
     if (status == AT_ERR_INTERRUPTED)
         fprintf(f, "        interrupted: rerun the same command to continue\n");
 }
@@ -374,8 +423,11 @@ void at_suite_report_json(FILE *f, const at_suite *s, const at_suite_outcome *r,
         json_num(f, "pct_ceiling", timed ? pct_ceiling(o) : NAN);
         json_num(f, "bytes", o->bytes > 0 ? o->bytes : NAN);
         json_num(f, "seconds", o->seconds);
-        fprintf(f, ",\"candidates\":%d,\"pruned\":%d,\"compiled\":%d,\"compile_failed\":%d,\"correct\":%d}", o->ncand,
-                o->npruned, o->ncompiled, o->ncompile_failed, o->ncorrect);
+        json_num(f, "compile_s", o->compile_s);
+        json_num(f, "gpu_s", o->gpu_s);
+        fprintf(f, ",\"candidates\":%d,\"pruned\":%d,\"compiled\":%d,\"compile_failed\":%d,\"compile_cached\":%d,"
+                   "\"correct\":%d}",
+                o->ncand, o->npruned, o->ncompiled, o->ncompile_failed, o->ncompile_cached, o->ncorrect);
         notrun += !o->ran;
         failed += o->ran && o->status != AT_OK;
         ok += o->ran && o->status == AT_OK;
@@ -438,7 +490,8 @@ int at_suite_main(const at_suite_cli *c)
             goto fail;
     }
     at_suite_run_opts o = {.base = c->base, .dtype_override = c->dtype_override, .home = c->home, .only = c->only,
-                           .devices = devs ? devs : &one, .ndevices = devs ? ndev : 1, .quiet = c->quiet};
+                           .devices = devs ? devs : &one, .ndevices = devs ? ndev : 1, .quiet = c->quiet,
+                           .no_ahead = c->no_ahead};
     rc = at_suite_run(s, &o, &res, &nres);
     if (!res)
         goto fail;

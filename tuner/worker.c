@@ -439,6 +439,16 @@ static struct {
 } ident_memo[IDENT_MEMO];
 static pthread_mutex_t ident_mu = PTHREAD_MUTEX_INITIALIZER;
 
+void at_worker_identity_remember(int ordinal, const at_device_info *info)
+{
+    if (ordinal < 0 || ordinal >= IDENT_MEMO)
+        return;
+    pthread_mutex_lock(&ident_mu);
+    ident_memo[ordinal].info = *info;
+    ident_memo[ordinal].known = 1;
+    pthread_mutex_unlock(&ident_mu);
+}
+
 int at_worker_identity(int ordinal, at_device_info *out)
 {
     ident_msg m;

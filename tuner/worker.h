@@ -129,5 +129,8 @@ double at_worker_limit_s(double floor_us, double calls, int graphs, int first);
 ** and may fork workers later. Fails as at_gpu_open does (AT_ERR_NOGPU
 ** with its message). A success is kept for the rest of the process. */
 int at_worker_identity(int ordinal, at_device_info *out);
+/* Puts `info` in that memo for `ordinal` as if a probe had found it: tests
+** give a compile-only run a GPU's identity on a machine without one. */
+void at_worker_identity_remember(int ordinal, const at_device_info *info);
 
 #endif
