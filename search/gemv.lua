@@ -214,7 +214,7 @@ return {
       template = "gemv/gemv_mma.cu",
       kernel = "gemv_mma",
       params = {
-        { "TP_WARPS",  { 2, 4, 8, 16 } }, -- 2: the 8x2048x5120 winner sat at 4, the edge
+        { "TP_WARPS",  { 4, 8, 16 } },
         { "TP_WPR",    { 1, 2, 4, 8, 16 } }, -- M=8 winners sat at the old edge, 8 of 8
         { "TP_KSPLIT", { 1, 2, 4, 8 } }, -- blocks of a cluster sharing K (sm_90+)
         { "TP_MT",     { 1, 2 } },
@@ -251,15 +251,11 @@ return {
         independent_warps,
         { "ksplit_for_few_tiles", function(p, s)
           -- splitting K over blocks pays only where the row tiles alone
-          -- leave the SMs short of work; past 8 blocks per SM, or past one
-          -- full SM of warps (64) for small blocks, it only adds sums
+          -- leave the SMs short of work; past 8 blocks per SM it only adds sums
           if p.TP_KSPLIT == 1 then return true end
           local tiles = cdiv(s.N, mma_block_n(p))
           if tiles >= 4 * sms(s) then return tiles .. " row tiles: enough blocks without a K split" end
-          local blocks = tiles * p.TP_KSPLIT
-          if blocks > 8 * sms(s) and blocks * p.TP_WARPS > 64 * sms(s) then
-            return "more than 8 blocks and 64 warps per SM"
-          end
+          if tiles * p.TP_KSPLIT > 8 * sms(s) then return "more than 8 blocks per SM" end
           return true
         end },
         vec_divides_k, widest_vec,
