@@ -221,8 +221,7 @@ return {
         { "TP_NT",     { 1, 2 } },
         { "TP_VEC",    { 8, 4, 2, 1 } },
         { "TP_UNROLL", { 1, 2, 4, 8 } },
-        { "TP_STAGES", { 1, 2, 3, 4 } }, -- 3, 4: TP_ASYNC rings only
-        { "TP_ASYNC",  { 0, 1 } }, -- 1: weights through a cp.async ring in shared memory
+        { "TP_STAGES", { 1, 2 } },
         { "TP_CACHE",  { 1 } }, -- the M > 1 winners at build 782d6b3: 46 of 46 streaming
         { "TP_PDL",    { 0, 1 } },
       },
@@ -243,13 +242,6 @@ return {
           return true
         end },
         pdl_needs_sm90,
-        { "async_ring", function(p, s)
-          -- registers hold 1 or 2 chunks; a cp.async ring 2 to 4, of 16-byte copies
-          if p.TP_ASYNC == 0 and p.TP_STAGES > 2 then return "TP_STAGES > 2 takes TP_ASYNC=1" end
-          if p.TP_ASYNC == 1 and p.TP_STAGES < 2 then return "TP_ASYNC=1 takes TP_STAGES >= 2" end
-          if p.TP_ASYNC == 1 and p.TP_VEC ~= 8 then return "TP_ASYNC=1 copies 16 bytes: TP_VEC=8" end
-          return true
-        end },
         { "ksplit_needs_sm90", function(p, s)
           -- thread block clusters (distributed shared memory) exist from Hopper on
           if p.TP_KSPLIT > 1 and s.arch < 90 then return "TP_KSPLIT > 1 needs sm_90" end
@@ -270,8 +262,7 @@ return {
         { "registers_for_loads", function(p, s)
           -- k-groups held per thread (4 registers each): 2 per row tile and
           -- 1 per token tile, per step and stage; ptxas rejects the rest by spills
-          local held = p.TP_ASYNC == 1 and 1 or p.TP_STAGES -- a ring holds the rest in shared memory
-          if (2 * p.TP_MT + p.TP_NT) * p.TP_UNROLL * held > 24 then
+          if (2 * p.TP_MT + p.TP_NT) * p.TP_UNROLL * p.TP_STAGES > 24 then
             return "too many k-groups in flight"
           end
           return true
@@ -294,10 +285,8 @@ return {
           return true
         end },
         { "stages_need_chunks", function(p, s)
-          -- a stage is idle unless each warp has a chunk of K for it
-          if p.TP_STAGES > 1 and p.TP_STAGES * mma_chunk(p, p.TP_UNROLL) > s.K then
-            return "fewer than " .. p.TP_STAGES .. " chunks per warp"
-          end
+          -- a second stage is idle unless each warp has two chunks of K
+          if p.TP_STAGES > 1 and 2 * mma_chunk(p, p.TP_UNROLL) > s.K then return "fewer than 2 chunks per warp" end
           return true
         end },
         { "block_n_within_n", function(p, s)
@@ -306,11 +295,9 @@ return {
           return true
         end },
         { "static_smem", function(p, s)
-          -- the K-split sums (warps, then cluster blocks) and the cp.async
-          -- ring in 48 KiB of static shared memory
+          -- the K-split sums (warps, then cluster blocks) in 48 KiB of static shared memory
           local groups, nacc = p.TP_WARPS // p.TP_WPR, p.TP_MT * p.TP_NT * 4
           local bytes = (groups * (p.TP_WPR - 1) + (p.TP_KSPLIT - 1) * groups) * nacc * 32 * 4
-          if p.TP_ASYNC == 1 then bytes = bytes + p.TP_WARPS * p.TP_STAGES * p.TP_UNROLL * p.TP_MT * 2 * 32 * 16 end
           if bytes > 48 * 1024 then return bytes .. " B of shared memory > 48 KiB" end
           return true
         end },

@@ -101,31 +101,6 @@ __device__ __forceinline__ at_kgroup at_kgroup_load_x(const at_elem *p, int left
     return f;
 }
 
-/* Asynchronous 16-byte copies global -> shared (cp.async, sm_80+), for the
-** TP_ASYNC pipeline of gemv_mma.cu: `smem` and `g` 16-byte aligned; .cg
-** bypasses L1 (weights are read once); TP_CACHE=2 adds the L2 evict_first
-** policy `pol`. A commit closes a group; wait<N> returns once at most N of
-** this thread's groups are still in flight. */
-__device__ __forceinline__ void at_cp_async16(void *smem, const void *g, unsigned long long pol)
-{
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    (void)pol;
-#if TP_CACHE == 2
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(s), "l"(g), "l"(pol)
-                 : "memory");
-#else
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(g) : "memory");
-#endif
-}
-
-__device__ __forceinline__ void at_cp_async_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
-
-template <int N>
-__device__ __forceinline__ void at_cp_async_wait(void)
-{
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
 /* d += A * B for one m16n8k16 tile, fp32 accumulate; every lane of the warp
 ** must execute it (mma.sync.aligned). Register names as in the header. */
 __device__ __forceinline__ void at_mma16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,

@@ -26,12 +26,7 @@
 **   TP_KSPLIT  blocks per cluster splitting K: 1, 2, 4, 8 (> 1: sm_90+)
 **   TP_STAGES  chunks in flight per warp: 1 (load, multiply, load the
 **              next) or 2 (the next chunk's loads go out before this one
-**              is multiplied: twice the registers, no idle round trip);
-**              with TP_ASYNC, the depth of its ring: 2 .. 6
-**   TP_ASYNC   1: weights go through shared memory (cp.async, TP_VEC = 8):
-**              each thread copies its own k-groups into a per-warp ring of
-**              TP_STAGES chunks and reads them back itself (no barrier), so
-**              the chunks in flight hold no registers
+**              is multiplied: twice the registers, no idle round trip)
 **   TP_CACHE   weight cache hint: 0 default, 1 streaming, 2 L2 evict_first
 **   TP_PDL     1: programmatic dependent launch (sm_90+); the first weight
 **              chunk is loaded before waiting on the previous kernel
@@ -66,14 +61,7 @@
 #ifndef TP_KSPLIT
 #define TP_KSPLIT 1
 #endif
-#ifndef TP_ASYNC
-#define TP_ASYNC 0
-#endif
-#if TP_ASYNC
-#if TP_VEC != 8 || TP_STAGES < 2 || TP_STAGES > 6
-#error "TP_ASYNC takes TP_VEC=8 and TP_STAGES 2..6"
-#endif
-#elif TP_STAGES != 1 && TP_STAGES != 2
+#if TP_STAGES != 1 && TP_STAGES != 2
 #error "TP_STAGES must be 1 or 2"
 #endif
 #if TP_WARPS % TP_WPR != 0
@@ -200,49 +188,6 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
                                                 xok[nt])
 #define MMA_CHUNK(wb, xb)                                                                          \
     _Pragma("unroll") for (int u = 0; u < TP_UNROLL; u++) mma_tiles(acc, wb[u], xb[u])
-#if TP_ASYNC
-    /* chunk i of this warp (c = kslice + i * nslices) lives in slot i % TP_STAGES */
-    __shared__ uint4 ring[TP_WARPS][TP_STAGES][TP_UNROLL][TP_MT][2][32];
-    uint4(*const mine)[TP_UNROLL][TP_MT][2][32] = ring[warp];
-    const int nmine = c < nchunks ? (nchunks - 1 - c) / nslices + 1 : 0;
-#define ISSUE_W_CHUNK(i)                                                                           \
-    do {                                                                                           \
-        if ((i) < nmine) {                                                                         \
-            const int cc = kslice + (i) * nslices, sl = (i) % TP_STAGES;                           \
-            _Pragma("unroll") for (int u = 0; u < TP_UNROLL; u++)                                  \
-                _Pragma("unroll") for (int mt = 0; mt < TP_MT; mt++)                               \
-                    _Pragma("unroll") for (int h = 0; h < 2; h++)                                  \
-                        at_cp_async16(&mine[sl][u][mt][h][lane],                                   \
-                                      wr[mt][h] + (cc * TP_UNROLL + u) * AT_MMA_KSTEP + kt, pol);  \
-        }                                                                                          \
-        at_cp_async_commit(); /* empty groups too: group i is always chunk i */                   \
-    } while (0)
-    if (live) /* weights depend on no earlier kernel: start streaming them now */
-        for (int i = 0; i < TP_STAGES - 1; i++)
-            ISSUE_W_CHUNK(i);
-    at_pdl_wait();
-    at_pdl_trigger();
-    if (live) {
-        for (int i = 0; i < nmine; i++) {
-            ISSUE_W_CHUNK(i + TP_STAGES - 1); /* into the slot chunk i-1 left */
-            at_kgroup wv[TP_UNROLL][TP_MT][2], xv[TP_UNROLL][TP_NT];
-            LOAD_X_CHUNK(xv, kslice + i * nslices); /* in flight while we wait */
-            at_cp_async_wait<TP_STAGES - 1>();       /* groups 0..i are in: chunk i */
-            const int sl = i % TP_STAGES;
-#pragma unroll
-            for (int u = 0; u < TP_UNROLL; u++)
-#pragma unroll
-                for (int mt = 0; mt < TP_MT; mt++)
-#pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        const uint4 q = mine[sl][u][mt][h][lane];
-                        wv[u][mt][h].w[0] = q.x, wv[u][mt][h].w[1] = q.y;
-                        wv[u][mt][h].w[2] = q.z, wv[u][mt][h].w[3] = q.w;
-                    }
-            MMA_CHUNK(wv, xv);
-        }
-#undef ISSUE_W_CHUNK
-#else
     at_kgroup wv[TP_UNROLL][TP_MT][2];
     if (live && c < nchunks) /* weights depend on no earlier kernel: start streaming them now */
         LOAD_W_CHUNK(wv, c);
@@ -288,7 +233,6 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
             c = cn;
         }
 #endif
-#endif /* TP_ASYNC */
         /* leftover steps, one at a time; the last may be partial (K tail) */
         for (int s = nchunks * TP_UNROLL + kslice; s < nsteps; s += nslices) {
             const int k = s * AT_MMA_KSTEP + kt, left = K - k;
