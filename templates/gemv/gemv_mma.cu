@@ -30,8 +30,6 @@
 **   TP_CACHE   weight cache hint: 0 default, 1 streaming, 2 L2 evict_first
 **   TP_PDL     1: programmatic dependent launch (sm_90+); the first weight
 **              chunk is loaded before waiting on the previous kernel
-**   TP_MINB    blocks per SM the registers must allow (__launch_bounds__'s
-**              second argument; 1, the default, asks for nothing)
 **   TP_DTYPE   1 bf16, 2 fp16
 **
 ** Standalone: nvcc -arch=sm_80 -cubin -I templates templates/gemv/gemv_mma.cu
@@ -70,15 +68,6 @@
 #define GROUPS (TP_WARPS / TP_WPR)
 #define NACC (TP_MT * TP_NT * 4) /* accumulators per thread */
 
-#ifndef TP_MINB
-#define TP_MINB 1
-#endif
-#if TP_MINB > 1
-#define AT_MMA_BOUNDS __launch_bounds__(TP_WARPS * 32, TP_MINB)
-#else
-#define AT_MMA_BOUNDS __launch_bounds__(TP_WARPS * 32)
-#endif
-
 #if TP_KSPLIT > 1
 #define AT_MMA_CLUSTER __cluster_dims__(TP_KSPLIT, 1, 1)
 #else
@@ -116,7 +105,7 @@ static __device__ __forceinline__ void mma_tiles(float (&acc)[TP_MT][TP_NT][4], 
                 at_mma_step(acc[mt][nt], w[mt][0], w[mt][1], xk[nt], m);
 }
 
-extern "C" __global__ void AT_MMA_BOUNDS AT_MMA_CLUSTER
+extern "C" __global__ void __launch_bounds__(TP_WARPS * 32) AT_MMA_CLUSTER
 gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *__restrict__ y, int M,
          int K, int N)
 {
