@@ -570,6 +570,7 @@ static void runner_shares_one_cache_without_losing_rows(void)
         CHECK_STR_HAS(buf, "failed (6): cuda: kernel run");
         CHECK_STR_HAS(buf, "26 of 27 ok");
         CHECK_STR_HAS(buf, "1.20x");
+        CHECK_STR_HAS(buf, "time    entries"); /* where the entries' time went */
         fclose(t);
     }
     t = tmpfile();
@@ -581,6 +582,7 @@ static void runner_shares_one_cache_without_losing_rows(void)
         CHECK_STR_HAS(buf, "\"status\":6,\"suite\":\"fake\"");
         CHECK_STR_HAS(buf, "\"summary\":{\"entries\":27,\"ok\":26,\"from_cache\":0,\"failed\":1,\"not_run\":0");
         CHECK_STR_HAS(buf, "\"pct_ceiling\":1");
+        CHECK_STR_HAS(buf, "\"compile_s\":0,\"gpu_s\":0");
         fclose(t);
     }
     free(r);

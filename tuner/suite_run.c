@@ -365,7 +365,7 @@ void at_suite_report_text(FILE *f, const at_suite *s, const at_suite_outcome *r,
         fprintf(f, "; geometric mean vs baseline %.2fx over %d", exp(geo / ngeo), ngeo);
     fputc('\n', f);
     if (ok > cached) /* where the time of the entries run went, summed over workers */
-        fprintf(f, "time    entries %.1f s: compile %.1f s (%d of %d kernels from the cubin cache), GPU %.1f s, "
+        fprintf(f, "time    entries %.1f s: compile %.1f s (%d of %d candidates from the cubin cache), GPU %.1f s, "
                    "other %.1f s\n",
                 t_all, t_compile, nahead, ncompiled, t_gpu, t_all - t_compile - t_gpu);
     if (status == AT_ERR_INTERRUPTED)
