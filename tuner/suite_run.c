@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---------------------------------------------------------- selection */
@@ -155,7 +156,13 @@ static int work(void *arg, int slot, int item, int next, void *result)
 {
     ctx *c = arg;
     const at_suite_run_opts *o = c->o;
-    at_compile_ahead_wait(o->base.interrupt); /* the one the last entry started: its cubins are whole */
+    struct timespec t0, t1;
+    double waited = 0; /* for its compile ahead: this entry's compile time too */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (at_compile_ahead_wait(o->base.interrupt)) { /* the one the last entry started: its cubins are whole */
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        waited = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    }
     if (item < 0)
         return AT_POOL_NEXT;
     const at_suite_entry *e = &c->s->entries[c->idx[item]];
@@ -174,6 +181,8 @@ static int work(void *arg, int slot, int item, int next, void *result)
     out->worker = slot;
     at_suite_worker_fn fn = o->worker ? o->worker : at_suite_run_entry;
     int rc = fn(o->worker_arg, e, &so, out);
+    out->seconds += waited;
+    out->compile_s += waited;
     out->ran = 1;
     out->status = rc;
     if (rc != AT_OK && !out->msg[0])
