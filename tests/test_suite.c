@@ -222,7 +222,7 @@ typedef struct pool_log {
     volatile int *flag;
     int answers;
     const char *path;   /* the workers' own log: one line per item done */
-    int crash_item, restart_item;
+    int crash_item, restart_item, retire_item;
     int order[8][256], norder[8]; /* per slot: its items, in the order done */
     int next[256];                /* per item: the reservation it went out with */
 } pool_log;
@@ -250,7 +250,7 @@ static int log_work(void *arg, int slot, int item, int next, void *result)
     r->item = item;
     r->pid = (int)getpid();
     r->next = next;
-    return item == l->restart_item ? AT_POOL_RESTART : AT_POOL_NEXT;
+    return item == l->restart_item ? AT_POOL_RESTART : item == l->retire_item ? AT_POOL_RETIRE : AT_POOL_NEXT;
 }
 
 static int log_done(void *arg, int slot, int item, const void *result, const char *lost)
@@ -297,6 +297,7 @@ static void pool_does_every_item_once(void)
     plog.path = path;
     plog.crash_item = 13;
     plog.restart_item = 7;
+    plog.retire_item = -1;
     int rc = at_pool_run(4, 60, sizeof(item_result), log_work, log_done, &plog, NULL);
     CHECK_EQ_INT(rc, AT_OK);
     int pids[256], npids = 0;
@@ -326,7 +327,7 @@ static void pool_interrupt_stops_handing_out(void)
     close(fd);
     memset(&plog, 0, sizeof plog);
     plog.path = path;
-    plog.crash_item = plog.restart_item = -1;
+    plog.crash_item = plog.restart_item = plog.retire_item = -1;
     plog.stop_after = 5;
     plog.flag = &flag;
     flag = 0;
@@ -356,7 +357,7 @@ static void pool_reserves_the_next_item(void)
         const int n = 40;
         memset(&plog, 0, sizeof plog);
         plog.path = path;
-        plog.crash_item = plog.restart_item = -1;
+        plog.crash_item = plog.restart_item = plog.retire_item = -1;
         CHECK_EQ_INT(at_pool_run(nslots, n, sizeof(item_result), log_work, log_done, &plog, NULL), AT_OK);
         int reserved[256] = {0}, never = 0, broken = 0, total = 0;
         for (int i = 0; i < n; i++) {
@@ -385,6 +386,24 @@ static void pool_reserves_the_next_item(void)
         if (nslots == 1)
             CHECK_EQ_INT(broken, 0);
     }
+    remove(path);
+}
+
+/* A slot that retires holding a reservation gives it back: another slot
+** runs it, and every item is still done once. */
+static void pool_retired_reservation_is_run(void)
+{
+    char path[] = "/tmp/at_pool_log_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    memset(&plog, 0, sizeof plog);
+    plog.path = path;
+    plog.crash_item = plog.restart_item = -1;
+    plog.retire_item = 2; /* its slot holds item 3 reserved at that point */
+    CHECK_EQ_INT(at_pool_run(2, 12, sizeof(item_result), log_work, log_done, &plog, NULL), AT_OK);
+    for (int i = 0; i < 12; i++)
+        CHECK_EQ_INT(plog.seen[i], 1);
     remove(path);
 }
 
@@ -822,6 +841,7 @@ int main(void)
     TT_RUN(pool_does_every_item_once);
     TT_RUN(pool_interrupt_stops_handing_out);
     TT_RUN(pool_reserves_the_next_item);
+    TT_RUN(pool_retired_reservation_is_run);
     TT_RUN(devices_parse);
     TT_RUN(runner_shares_one_cache_without_losing_rows);
     TT_RUN(compile_ahead_fills_the_cubin_cache);

@@ -265,7 +265,7 @@ static int pick(pool *pl, int i)
     if ((v = take_free(pl)) >= 0)
         return v;
     for (int j = 0; j < pl->n; j++)
-        if (j != i && pl->s[j].next >= 0) {
+        if (j != i && pl->s[j].next >= 0 && pl->s[j].item >= 0) {
             v = pl->s[j].next;
             pl->s[j].next = -1;
             return v;
@@ -349,20 +349,31 @@ int at_pool_run(int nslots, int nitems, size_t result_size, at_pool_work_fn work
                 if (pl.s[i].pid > 0 && pl.s[i].item >= 0)
                     kill(pl.s[i].pid, SIGINT);
         }
-        /* feed idle workers, starting replacements; stop the ones not needed */
-        for (int i = 0; i < nslots; i++) {
-            slot *s = &pl.s[i];
-            if (!s->retired && s->item < 0 && s->pid > 0 && (stopping || !work_left(&pl)))
-                reap(&pl, i, NULL, 0);
-            while (!s->retired && s->item < 0 && !stopping && work_left(&pl)) {
-                if (s->pid == 0 && (s->deaths >= MAX_DEATHS || spawn(&pl, i) != AT_OK)) {
-                    retire(&pl, i);
-                    break;
+        /* feed idle workers, starting replacements; stop the ones not needed.
+        ** A slot that retires gives its reservation back, which a slot fed
+        ** earlier in the pass may take: so pass again until nothing changes */
+        for (int again = 1; again;) {
+            again = 0;
+            for (int i = 0; i < nslots; i++) {
+                slot *s = &pl.s[i];
+                if (!s->retired && s->item < 0 && s->pid > 0 && (stopping || !work_left(&pl)))
+                    reap(&pl, i, NULL, 0);
+                while (!s->retired && s->item < 0 && !stopping && work_left(&pl)) {
+                    if (s->pid == 0 && (s->deaths >= MAX_DEATHS || spawn(&pl, i) != AT_OK)) {
+                        retire(&pl, i);
+                        again = 1;
+                        break;
+                    }
+                    int item = pick(&pl, i);
+                    if (item < 0) /* what is left is reserved by idle slots: theirs to take */
+                        break;
+                    if (hand_out(&pl, i, item)) {
+                        again = 1;
+                        break;
+                    }
+                    reap(&pl, i, NULL, 0); /* it died while idle; the item stays its reservation */
+                    s->deaths++;
                 }
-                if (hand_out(&pl, i, pick(&pl, i)))
-                    break;
-                reap(&pl, i, NULL, 0); /* it died while idle; the item stays its reservation */
-                s->deaths++;
             }
         }
         struct pollfd pfd[AT_DEVICES_MAX];
