@@ -693,6 +693,26 @@ static void compile_ahead_fills_the_cubin_cache(void)
     sqlite3_finalize(st);
     sqlite3_close(q);
     CHECK_EQ_INT(rows, 0);
+    /* a candidate that fails to compile is not stored either: the real run
+    ** finds it out (and stores it) in its turn */
+    so.compile_only = 0;
+    so.spec_path = "tests/fixtures/spec_broken_template.lua";
+    so.templates_root = "tests/fixtures/templates";
+    CHECK_EQ_INT(at_compile_ahead_start(&so), 1);
+    CHECK_EQ_INT(at_compile_ahead_wait(NULL), 1);
+    so.compile_only = 1;
+    CHECK_EQ_INT(at_search_run(&so, &res), AT_OK);
+    CHECK_EQ_INT(res.ncompile_failed, 1); /* compiled again, not skipped as known bad */
+    CHECK_EQ_INT(res.nskipped, 0);
+    at_search_result_free(&res);
+    rows = -1;
+    CHECK_EQ_INT(sqlite3_open(db, &q), SQLITE_OK);
+    if (sqlite3_prepare_v2(q, "SELECT count(*) FROM trials", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        rows = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(q);
+    CHECK_EQ_INT(rows, 0);
     remove_tree(dir);
 }
 
