@@ -287,17 +287,25 @@ static int count_log_lines(const char *path, int item)
     return n;
 }
 
+/* A fresh log for one pool run: the workers' log file created at path
+** (a mkstemp template), no faulting item, no stop. */
+static void plog_reset(char *path)
+{
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd >= 0)
+        close(fd);
+    memset(&plog, 0, sizeof plog);
+    plog.path = path;
+    plog.crash_item = plog.restart_item = plog.retire_item = -1;
+}
+
 static void pool_does_every_item_once(void)
 {
     char path[] = "/tmp/at_pool_log_XXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    close(fd);
-    memset(&plog, 0, sizeof plog);
-    plog.path = path;
+    plog_reset(path);
     plog.crash_item = 13;
     plog.restart_item = 7;
-    plog.retire_item = -1;
     int rc = at_pool_run(4, 60, sizeof(item_result), log_work, log_done, &plog, NULL);
     CHECK_EQ_INT(rc, AT_OK);
     int pids[256], npids = 0;
@@ -322,12 +330,7 @@ static void pool_interrupt_stops_handing_out(void)
 {
     static volatile int flag;
     char path[] = "/tmp/at_pool_log_XXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    close(fd);
-    memset(&plog, 0, sizeof plog);
-    plog.path = path;
-    plog.crash_item = plog.restart_item = plog.retire_item = -1;
+    plog_reset(path);
     plog.stop_after = 5;
     plog.flag = &flag;
     flag = 0;
@@ -349,15 +352,10 @@ static void pool_interrupt_stops_handing_out(void)
 ** end, and every item but each slot's first was reserved exactly once. */
 static void pool_reserves_the_next_item(void)
 {
-    char path[] = "/tmp/at_pool_log_XXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    close(fd);
     for (int nslots = 1; nslots <= 3; nslots += 2) {
         const int n = 40;
-        memset(&plog, 0, sizeof plog);
-        plog.path = path;
-        plog.crash_item = plog.restart_item = plog.retire_item = -1;
+        char path[] = "/tmp/at_pool_log_XXXXXX";
+        plog_reset(path);
         CHECK_EQ_INT(at_pool_run(nslots, n, sizeof(item_result), log_work, log_done, &plog, NULL), AT_OK);
         int reserved[256] = {0}, never = 0, broken = 0, total = 0;
         for (int i = 0; i < n; i++) {
@@ -385,8 +383,8 @@ static void pool_reserves_the_next_item(void)
         CHECK(broken <= (nslots > 1 ? nslots : 0)); /* only reservations taken at the end */
         if (nslots == 1)
             CHECK_EQ_INT(broken, 0);
+        remove(path);
     }
-    remove(path);
 }
 
 /* A slot that retires holding a reservation gives it back: another slot
@@ -394,12 +392,7 @@ static void pool_reserves_the_next_item(void)
 static void pool_retired_reservation_is_run(void)
 {
     char path[] = "/tmp/at_pool_log_XXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    close(fd);
-    memset(&plog, 0, sizeof plog);
-    plog.path = path;
-    plog.crash_item = plog.restart_item = -1;
+    plog_reset(path);
     plog.retire_item = 2; /* its slot holds item 3 reserved at that point */
     CHECK_EQ_INT(at_pool_run(2, 12, sizeof(item_result), log_work, log_done, &plog, NULL), AT_OK);
     for (int i = 0; i < 12; i++)

@@ -171,7 +171,7 @@ static int work(void *arg, int slot, int item, int next, void *result)
     char spec[AT_SUITE_PATH_LEN + PATH_MAX];
     entry_opts(c, slot, item, &so, spec, sizeof spec);
     ahead a = {.c = c, .slot = slot, .next = next};
-    if (next >= 0 && !o->no_ahead && !so.dry_run) {
+    if (next >= 0 && !o->no_ahead) { /* a dry run never reaches its GPU phases */
         so.before_gpu = compile_next;
         so.before_gpu_arg = &a;
     }
