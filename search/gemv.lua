@@ -307,6 +307,93 @@ return {
       end,
       block = function(p, s) return { 32 * p.TP_WARPS, 1, 1 } end,
     },
+    {
+      -- tensor cores as mma, the weights brought into shared memory by the
+      -- copy engine (sm_90+): a block's first TP_DEPTH chunks are requested
+      -- at once, before the wait on the previous kernel, holding no registers
+      name = "mma_bulk",
+      template = "gemv/gemv_mma_bulk.cu",
+      kernel = "gemv_mma_bulk",
+      params = {
+        { "TP_WARPS",  { 2, 4, 8 } },
+        { "TP_MT",     { 1, 2 } },
+        { "TP_NT",     { 1, 2 } },
+        { "TP_KC",     { 128, 256, 512 } }, -- K elements per chunk (one bulk copy per row)
+        { "TP_DEPTH",  { 1, 2, 3, 4 } }, -- chunks in the shared-memory ring
+        { "TP_KSPLIT", { 1, 2, 4, 8 } },
+        { "TP_VEC",    { 8 } },
+        { "TP_CACHE",  { 0, 2 } },
+        { "TP_PDL",    { 0, 1 } },
+      },
+      constraints = {
+        { "mma_m", function(p, s)
+          if s.M < 2 then return "M=1: warp_row and splitk" end
+          return true
+        end },
+        { "bulk_needs_sm90", function(p, s)
+          -- cp.async.bulk with mbarrier transaction counts exists from Hopper on
+          if s.arch < 90 then return "bulk copies need sm_90" end
+          return true
+        end },
+        { "nt_covers_m", function(p, s)
+          local want = s.M <= 8 and 1 or 2
+          if p.TP_NT ~= want then return "M=" .. s.M .. " takes TP_NT=" .. want end
+          return true
+        end },
+        { "rows_16_byte_aligned", function(p, s)
+          -- a bulk copy moves 16-byte multiples between 16-byte aligned ends
+          if s.K % 8 ~= 0 then return "K % 8 ~= 0: rows are not 16-byte aligned" end
+          return true
+        end },
+        { "steps_per_warp", function(p, s)
+          -- every warp takes the same whole 32-element steps of a chunk
+          if p.TP_KC % (32 * p.TP_WARPS) ~= 0 then return "TP_KC " .. p.TP_KC .. " is not whole steps for each warp" end
+          return true
+        end },
+        { "ksplit_for_few_tiles", function(p, s)
+          if p.TP_KSPLIT == 1 then return true end
+          local tiles = cdiv(s.N, 16 * p.TP_MT)
+          if tiles >= 4 * sms(s) then return tiles .. " row tiles: enough blocks without a K split" end
+          if tiles * p.TP_KSPLIT > 8 * sms(s) then return "more than 8 blocks per SM" end
+          return true
+        end },
+        { "every_block_has_chunks", function(p, s)
+          -- the cluster's blocks take runs of whole chunks; none may be empty
+          local nck = cdiv(s.K, p.TP_KC)
+          if (p.TP_KSPLIT - 1) * cdiv(nck, p.TP_KSPLIT) >= nck then return "a block of the cluster gets no chunk" end
+          return true
+        end },
+        { "chunk_within_k", function(p, s)
+          -- a chunk twice a block's share of K only adds shared memory
+          if p.TP_KC > 128 and p.TP_KC // 2 >= cdiv(s.K, p.TP_KSPLIT) then return "TP_KC/2 covers a block's K" end
+          return true
+        end },
+        { "ring_depth", function(p, s)
+          -- a slot per chunk at most; a ring of one only where one chunk is all
+          local chunks = cdiv(cdiv(s.K, p.TP_KC), p.TP_KSPLIT)
+          if p.TP_DEPTH > chunks then return "deeper than the block's " .. chunks .. " chunks" end
+          if p.TP_DEPTH == 1 and chunks > 1 then return "one slot for " .. chunks .. " chunks: no overlap" end
+          return true
+        end },
+        pdl_needs_sm90,
+        { "block_n_within_n", function(p, s)
+          if p.TP_MT > 1 and 16 * p.TP_MT >= 2 * s.N then return "block_n " .. 16 * p.TP_MT .. " >= 2N" end
+          return true
+        end },
+        { "static_smem", function(p, s)
+          -- the ring, its barriers and the K-split sums in 48 KiB of static shared memory
+          local nacc = p.TP_MT * p.TP_NT * 4
+          local bytes = p.TP_DEPTH * 16 * p.TP_MT * (2 * p.TP_KC + 64) + 8 * p.TP_DEPTH
+                        + (p.TP_WARPS - 1 + p.TP_KSPLIT - 1) * nacc * 32 * 4
+          if bytes > 48 * 1024 then return bytes .. " B of shared memory > 48 KiB" end
+          return true
+        end },
+      },
+      grid = function(p, s)
+        return { cdiv(s.N, 16 * p.TP_MT) * p.TP_KSPLIT, cdiv(s.M, 8 * p.TP_NT), 1 }
+      end,
+      block = function(p, s) return { 32 * p.TP_WARPS, 1, 1 } end,
+    },
   },
   -- weights once, activations once, outputs once (at M > 1 only strategies
   -- that read each weight once are live)

@@ -1,5 +1,5 @@
 /*
-** test_gpu_skinny.c — the small-batch strategies (multi_token, mma) on a
+** test_gpu_skinny.c — the small-batch strategies (multi_token, mma, mma_bulk) on a
 ** GPU (label gpu; skips visibly without one): every live candidate of the
 ** M > 1 space is correct against the fp64 reference through the real
 ** pipeline (at_search_run, --force, a temporary cache; a few timed) on awkward shapes:
@@ -39,7 +39,7 @@ static void all_correct(const char *shape, at_dtype dtype)
     CHECK_EQ_INT(res.ncrashed, 0);
     CHECK_EQ_INT(res.ncorrect + res.nspills_rejected, res.ncompiled); /* spilling ones are not run */
     CHECK(res.base_us > 0);
-    int mt = 0, mma = 0;
+    int mt = 0, mma = 0, bulk = 0;
     for (int i = 0; i < res.nrows; i++) {
         const at_trial *t = &res.rows[i].trial;
         if (t->state == AT_TRIAL_PRUNED)
@@ -48,14 +48,18 @@ static void all_correct(const char *shape, at_dtype dtype)
             mt++;
         else if (strcmp(t->strategy, "mma") == 0)
             mma++;
+        else if (strcmp(t->strategy, "mma_bulk") == 0)
+            bulk++;
         else
             CHECK(!"an M=1 strategy is live at M > 1");
         if (t->state == AT_TRIAL_WRONG || t->state == AT_TRIAL_CRASHED)
             fprintf(stderr, "  %s: %s %s: %s\n", at_trial_state_name(t->state), t->strategy, t->params, t->reason);
     }
     CHECK(mma > 0);
-    printf("  %s %s: %d correct of %d compiled (multi_token %d, mma %d); winner %s %s %.2f us vs cuBLAS %.2f us\n",
-           shape, at_dtype_name(dtype), res.ncorrect, res.ncompiled, mt, mma, res.winner.strategy,
+    CHECK(bulk > 0 || o.shape.K % 8 != 0); /* the H200 is sm_90: mma_bulk is live wherever rows are 16-byte aligned */
+    printf("  %s %s: %d correct of %d compiled (multi_token %d, mma %d, mma_bulk %d); winner %s %s %.2f us vs cuBLAS "
+           "%.2f us\n",
+           shape, at_dtype_name(dtype), res.ncorrect, res.ncompiled, mt, mma, bulk, res.winner.strategy,
            res.winner.params, res.winner.us, res.base_us);
     at_search_result_free(&res);
 }
