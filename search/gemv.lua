@@ -222,6 +222,7 @@ return {
         { "TP_VEC",    { 8, 4, 2, 1 } },
         { "TP_UNROLL", { 1, 2, 4, 8 } },
         { "TP_STAGES", { 1, 2 } },
+        { "TP_XK",     { 0, 256, 512, 1024, 2048 } }, -- > 0: the block's activations in shared memory
         { "TP_CACHE",  { 1 } }, -- the M > 1 winners at build 782d6b3: 46 of 46 streaming
         { "TP_PDL",    { 0, 1 } },
       },
@@ -294,10 +295,24 @@ return {
           if block_n > 16 and block_n >= 2 * s.N then return "block_n " .. block_n .. " >= 2N" end
           return true
         end },
+        { "x_in_smem", function(p, s)
+          -- TP_XK > 0: the smallest size that holds the block's activations
+          -- (its whole chunks: rounds of its TP_WPR warps' chunks)
+          if p.TP_XK == 0 then return true end
+          if p.TP_VEC ~= 8 then return "TP_XK > 0 copies 16 bytes: TP_VEC=8" end
+          local nchunks = s.K // mma_kstep(p) // p.TP_UNROLL
+          local need = cdiv(nchunks, p.TP_KSPLIT * p.TP_WPR) * p.TP_WPR * p.TP_UNROLL * mma_kstep(p)
+          if need == 0 then return "no whole chunk of K" end
+          if need > p.TP_XK then return "the block's " .. need .. " elements of K > TP_XK" end
+          if p.TP_XK > 256 and p.TP_XK // 2 >= need then return "TP_XK/" .. 2 .. " holds the block's K" end
+          return true
+        end },
         { "static_smem", function(p, s)
-          -- the K-split sums (warps, then cluster blocks) in 48 KiB of static shared memory
+          -- the K-split sums (warps, then cluster blocks) and the TP_XK
+          -- activations in 48 KiB of static shared memory
           local groups, nacc = p.TP_WARPS // p.TP_WPR, p.TP_MT * p.TP_NT * 4
           local bytes = (groups * (p.TP_WPR - 1) + (p.TP_KSPLIT - 1) * groups) * nacc * 32 * 4
+          if p.TP_XK > 0 then bytes = bytes + 8 * p.TP_NT * (2 * p.TP_XK + 64) end
           if bytes > 48 * 1024 then return bytes .. " B of shared memory > 48 KiB" end
           return true
         end },

@@ -101,6 +101,24 @@ __device__ __forceinline__ at_kgroup at_kgroup_load_x(const at_elem *p, int left
     return f;
 }
 
+/* Asynchronous 16-byte copy global -> shared (cp.async, sm_80+; .cg
+** bypasses L1), for gemv_mma.cu's TP_XK activations: both ends 16-byte
+** aligned. A commit closes this thread's group of copies; wait<N> returns
+** once at most N of its groups are still in flight. */
+__device__ __forceinline__ void at_cp_async16(void *smem, const void *g)
+{
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(g) : "memory");
+}
+
+__device__ __forceinline__ void at_cp_async_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void at_cp_async_wait(void)
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
 /* d += A * B for one m16n8k16 tile, fp32 accumulate; every lane of the warp
 ** must execute it (mma.sync.aligned). Register names as in the header. */
 __device__ __forceinline__ void at_mma16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,

@@ -30,6 +30,13 @@
 **   TP_CACHE   weight cache hint: 0 default, 1 streaming, 2 L2 evict_first
 **   TP_PDL     1: programmatic dependent launch (sm_90+); the first weight
 **              chunk is loaded before waiting on the previous kernel
+**   TP_XK      0: activations come from global memory with the weights, a
+**              chunk ahead (registers); > 0 (TP_VEC = 8): the block copies
+**              the activations of its chunks into shared memory once
+**              (cp.async, TP_XK elements per token at most) and reads each
+**              fragment there just before its mma, so no activation is
+**              held in flight in registers; with TP_STAGES=2 both weight
+**              chunks are requested before the wait on the previous kernel
 **   TP_DTYPE   1 bf16, 2 fp16
 **
 ** Standalone: nvcc -arch=sm_80 -cubin -I templates templates/gemv/gemv_mma.cu
@@ -58,6 +65,12 @@
 #endif
 #ifndef TP_KSPLIT
 #define TP_KSPLIT 1
+#endif
+#ifndef TP_XK
+#define TP_XK 0
+#endif
+#if TP_XK > 0 && (TP_VEC != 8 || TP_XK % 64 != 0)
+#error "TP_XK > 0 takes TP_VEC=8 and a multiple of 64"
 #endif
 #if TP_STAGES != 1 && TP_STAGES != 2
 #error "TP_STAGES must be 1 or 2"
@@ -117,6 +130,12 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
     const int rank = (int)at_cluster_rank(); /* blockIdx.x % TP_KSPLIT */
 #else
     const int rank = 0;
+#endif
+#if TP_XK > 0
+    /* the block's activations, its chunks in order (local chunk i*TP_WPR + w
+    ** is chunk i*nslices + rank*TP_WPR + w); 64 bytes of pad per token put
+    ** the eight lanes of a 16-byte read phase in distinct banks */
+    __shared__ __align__(16) uint4 xs[8 * TP_NT][TP_XK / 8 + 4];
 #endif
     const int lane = (int)(threadIdx.x & 31u);
     const int warp = (int)(threadIdx.x >> 5);
@@ -180,10 +199,74 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
     at_kgroup wv[TP_UNROLL][TP_MT][2];
     if (live && c < nchunks) /* weights depend on no earlier kernel: start streaming them now */
         LOAD_W_CHUNK(wv, c);
+#if TP_XK > 0 && TP_STAGES == 2
+    at_kgroup wn[TP_UNROLL][TP_MT][2];
+    if (live && c + nslices < nchunks) /* the second stage too */
+        LOAD_W_CHUNK(wn, c + nslices);
+#endif
     at_pdl_wait();
     at_pdl_trigger();
+#if TP_XK > 0
+    {
+        /* every thread of the block copies 16-byte pieces of the block's
+        ** activations (tokens past M are not copied: their fragments are
+        ** zeros, below), then all wait for them */
+        const int per_chunk = 4 * TP_UNROLL; /* 16-byte pieces of a token's chunk */
+        const int nlocal = (nchunks + nslices - 1) / nslices * TP_WPR;
+        const int total = 8 * TP_NT * nlocal * per_chunk;
+        for (int q = (int)threadIdx.x; q < total; q += TP_WARPS * 32) {
+            const int tl = q / (nlocal * per_chunk), r = q % (nlocal * per_chunk);
+            const int cl = r / per_chunk, piece = r % per_chunk;
+            const int cg = cl / TP_WPR * nslices + rank * TP_WPR + cl % TP_WPR;
+            if (cg < nchunks && tok0 + tl < M)
+                at_cp_async16(&xs[tl][cl * per_chunk + piece],
+                              x + (long long)(tok0 + tl) * K + (long long)cg * TP_UNROLL * AT_MMA_KSTEP + piece * 8);
+        }
+        at_cp_async_commit();
+        at_cp_async_wait<0>();
+        __syncthreads();
+    }
+#endif
     if (live) {
-#if TP_STAGES == 1
+#if TP_XK > 0
+        /* activations from shared memory at the mma; weights as below */
+        int cl = slice; /* local chunk of chunk c */
+        bool second_requested = true;
+        while (c < nchunks) {
+            const int cn = c + nslices;
+#if TP_STAGES == 2
+            if (!second_requested && cn < nchunks)
+                LOAD_W_CHUNK(wn, cn);
+            second_requested = false;
+#endif
+#pragma unroll
+            for (int u = 0; u < TP_UNROLL; u++) {
+                at_kgroup xk[TP_NT];
+#pragma unroll
+                for (int nt = 0; nt < TP_NT; nt++) {
+                    const uint4 v = xs[nt * 8 + g][(cl * TP_UNROLL + u) * 4 + t];
+                    xk[nt].w[0] = v.x, xk[nt].w[1] = v.y, xk[nt].w[2] = v.z, xk[nt].w[3] = v.w;
+                    if (!xok[nt])
+                        xk[nt] = at_kgroup_zero();
+                }
+                mma_tiles(acc, wv[u], xk);
+            }
+#if TP_STAGES == 2
+            if (cn < nchunks)
+#pragma unroll
+                for (int u = 0; u < TP_UNROLL; u++)
+#pragma unroll
+                    for (int mt = 0; mt < TP_MT; mt++)
+                        wv[u][mt][0] = wn[u][mt][0], wv[u][mt][1] = wn[u][mt][1];
+#else
+            if (cn < nchunks)
+                LOAD_W_CHUNK(wv, cn);
+#endif
+            (void)second_requested;
+            c = cn;
+            cl += TP_WPR;
+        }
+#elif TP_STAGES == 1
         /* one chunk in flight: load x, multiply, then fetch the next chunk */
         while (c < nchunks) {
             at_kgroup xv[TP_UNROLL][TP_NT];
