@@ -300,6 +300,9 @@ return {
           -- (its whole chunks: rounds of its TP_WPR warps' chunks)
           if p.TP_XK == 0 then return true end
           if p.TP_VEC ~= 8 then return "TP_XK > 0 copies 16 bytes: TP_VEC=8" end
+          -- on the H200 at build 2f843c9 the TP_XK winners (2048x2048 at
+          -- M = 2, 4, 8) were all TP_STAGES=1; no TP_STAGES=2 one won
+          if p.TP_STAGES == 2 then return "TP_XK > 0 takes TP_STAGES=1" end
           local nchunks = s.K // mma_kstep(p) // p.TP_UNROLL
           local need = cdiv(nchunks, p.TP_KSPLIT * p.TP_WPR) * p.TP_WPR * p.TP_UNROLL * mma_kstep(p)
           if need == 0 then return "no whole chunk of K" end
