@@ -17,7 +17,8 @@
 ** cluster of blocks splits K into runs of whole chunks and meets in the
 ** first block's shared memory, as in gemv_mma.cu.
 ** Grid: (ceil(N / (16*TP_MT)) * TP_KSPLIT, ceil(M / (8*TP_NT))). Any N, any
-** M, K % 8 == 0 (16-byte rows). sm_90+.
+** M, K % 8 == 0 (16-byte rows). sm_90+. Every candidate ran correct on the
+** H200 at builds 28a2c05 and 2f843c9 (tests/test_gpu_skinny.c).
 **
 ** Parameters (legal values):
 **   TP_WARPS   warps per block, all splitting each chunk's K: 1, 2, 4, 8
