@@ -88,6 +88,19 @@ local MULTI_TOKEN_MAX_M = 8 -- beyond: the mma strategy alone, unless the weight
 -- one group of 8 took 1.49x the M=1 time, while M = 4 took 1.11x).
 local function tiny_weights(s) return s.N * s.K * s.elem <= 2 * 1024 * 1024 end
 
+-- Shared by the tensor-core strategies (mma, mma_bulk).
+local mma_m = { "mma_m", function(p, s)
+  if s.M < 2 then return "M=1: warp_row and splitk" end
+  return true
+end }
+
+local nt_covers_m = { "nt_covers_m", function(p, s)
+  -- the fewest 8-token tiles that hold M (up to 2; more tokens: more blocks)
+  local want = s.M <= 8 and 1 or 2
+  if p.TP_NT ~= want then return "M=" .. s.M .. " takes TP_NT=" .. want end
+  return true
+end }
+
 -- [MMA_KSTEP] mma: elements of K per step, AT_MMA_KSTEP in common/mma.cuh
 local function mma_kstep(p) return p.TP_VEC == 8 and 32 or 16 end
 -- mma: output rows per block (a cluster's TP_KSPLIT blocks share them)
@@ -227,21 +240,13 @@ return {
         { "TP_PDL",    { 0, 1 } },
       },
       constraints = {
-        { "mma_m", function(p, s)
-          if s.M < 2 then return "M=1: warp_row and splitk" end
-          return true
-        end },
+        mma_m,
         { "mma_needs_sm80", function(p, s)
           -- mma.sync m16n8k16 with bf16 exists from Ampere on
           if s.arch < 80 then return "mma.m16n8k16.bf16 needs sm_80" end
           return true
         end },
-        { "nt_covers_m", function(p, s)
-          -- the fewest 8-token tiles that hold M (up to 2; more tokens: more blocks)
-          local want = s.M <= 8 and 1 or 2
-          if p.TP_NT ~= want then return "M=" .. s.M .. " takes TP_NT=" .. want end
-          return true
-        end },
+        nt_covers_m,
         pdl_needs_sm90,
         { "ksplit_needs_sm90", function(p, s)
           -- thread block clusters (distributed shared memory) exist from Hopper on
@@ -344,20 +349,13 @@ return {
         { "TP_PDL",    { 0, 1 } },
       },
       constraints = {
-        { "mma_m", function(p, s)
-          if s.M < 2 then return "M=1: warp_row and splitk" end
-          return true
-        end },
+        mma_m,
         { "bulk_needs_sm90", function(p, s)
           -- cp.async.bulk with mbarrier transaction counts exists from Hopper on
           if s.arch < 90 then return "bulk copies need sm_90" end
           return true
         end },
-        { "nt_covers_m", function(p, s)
-          local want = s.M <= 8 and 1 or 2
-          if p.TP_NT ~= want then return "M=" .. s.M .. " takes TP_NT=" .. want end
-          return true
-        end },
+        nt_covers_m,
         { "rows_16_byte_aligned", function(p, s)
           -- a bulk copy moves 16-byte multiples between 16-byte aligned ends
           if s.K % 8 ~= 0 then return "K % 8 ~= 0: rows are not 16-byte aligned" end
