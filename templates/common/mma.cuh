@@ -145,4 +145,83 @@ __device__ __forceinline__ void at_mma_step(float (&d)[4], const at_kgroup &lo, 
     at_mma16816(d, lo.w[2 * m], hi.w[2 * m], lo.w[2 * m + 1], hi.w[2 * m + 1], xg.w[2 * m], xg.w[2 * m + 1]);
 }
 
+/* A k-group from one 16-byte read of shared memory (TP_VEC = 8). */
+#if TP_VEC == 8
+__device__ __forceinline__ at_kgroup at_kgroup_of(uint4 q)
+{
+    at_kgroup f;
+    f.w[0] = q.x, f.w[1] = q.y, f.w[2] = q.z, f.w[3] = q.w;
+    return f;
+}
+#endif
+
+/* The pieces both MMA templates build a warp's tile from: acc[mt][nt] is
+** the 16x8 accumulator of row tile mt and token tile nt. */
+
+/* One K step: every MMA of the warp's tiles, w[mt] the weights of row tile
+** mt (rows g and g+8), xk[nt] the tokens of token tile nt. */
+template <int MT, int NT>
+__device__ __forceinline__ void at_mma_tiles(float (&acc)[MT][NT][4], const at_kgroup (&w)[MT][2],
+                                             const at_kgroup (&xk)[NT])
+{
+#pragma unroll
+    for (int m = 0; m < AT_MMA_PER_STEP; m++)
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+                at_mma_step(acc[mt][nt], w[mt][0], w[mt][1], xk[nt], m);
+}
+
+/* Partial sums in shared memory use the [..][reg][lane] layout (no bank
+** conflicts): register r = (mt*NT + nt)*4 + i of `lane` at p[r * 32 + lane]. */
+template <int MT, int NT>
+__device__ __forceinline__ void at_mma_put_partials(float *p, const float (&acc)[MT][NT][4], int lane)
+{
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                p[((mt * NT + nt) * 4 + i) * 32 + lane] = acc[mt][nt][i];
+}
+
+/* acc += n sets of partial sums in that layout, in order, set s at p + s * stride. */
+template <int MT, int NT>
+__device__ __forceinline__ void at_mma_add_partials(float (&acc)[MT][NT][4], const float *p, int n, int stride,
+                                                    int lane)
+{
+#pragma unroll
+    for (int s = 0; s < n; s++)
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    acc[mt][nt][i] += p[s * stride + ((mt * NT + nt) * 4 + i) * 32 + lane];
+}
+
+/* Stores the tile: D[i][j] = y[tok0 + nt*8 + j][row0 + mt*16 + i]; this
+** lane holds i = g, g+8 and j = 2t, 2t+1; rows past N, tokens past M are
+** not stored. */
+template <int MT, int NT>
+__device__ __forceinline__ void at_mma_store(at_elem *y, const float (&acc)[MT][NT][4], long long row0, int tok0,
+                                             int M, int N, int lane)
+{
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const long long n = row0 + mt * 16 + g + (i >> 1) * 8;
+                const int tok = tok0 + nt * 8 + 2 * t + (i & 1);
+                if (n < N && tok < M)
+                    y[(long long)tok * N + n] = at_from_float(acc[mt][nt][i]);
+            }
+}
+
 #endif

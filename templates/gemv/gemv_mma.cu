@@ -35,8 +35,7 @@
 **              the activations of its chunks into shared memory once
 **              (cp.async, TP_XK elements per token at most) and reads each
 **              fragment there just before its mma, so no activation is
-**              held in flight in registers; with TP_STAGES=2 both weight
-**              chunks are requested before the wait on the previous kernel
+**              held in flight in registers (with TP_STAGES=1 only)
 **   TP_DTYPE   1 bf16, 2 fp16
 **
 ** Standalone: nvcc -arch=sm_80 -cubin -I templates templates/gemv/gemv_mma.cu
@@ -69,8 +68,8 @@
 #ifndef TP_XK
 #define TP_XK 0
 #endif
-#if TP_XK > 0 && (TP_VEC != 8 || TP_XK % 64 != 0)
-#error "TP_XK > 0 takes TP_VEC=8 and a multiple of 64"
+#if TP_XK > 0 && (TP_VEC != 8 || TP_XK % 64 != 0 || TP_STAGES != 1)
+#error "TP_XK > 0 takes TP_VEC=8, TP_STAGES=1 and a multiple of 64"
 #endif
 #if TP_STAGES != 1 && TP_STAGES != 2
 #error "TP_STAGES must be 1 or 2"
@@ -86,37 +85,6 @@
 #else
 #define AT_MMA_CLUSTER
 #endif
-
-/* acc += n sets of partial sums in shared memory, in order: set s holds
-** register r of `lane` at p[s * stride + r * 32 + lane] (the [..][reg][lane]
-** layout of part and cpart below). */
-static __device__ __forceinline__ void add_partials(float (&acc)[TP_MT][TP_NT][4], const float *p, int n, int stride,
-                                                    int lane)
-{
-#pragma unroll
-    for (int s = 0; s < n; s++)
-#pragma unroll
-        for (int mt = 0; mt < TP_MT; mt++)
-#pragma unroll
-            for (int nt = 0; nt < TP_NT; nt++)
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    acc[mt][nt][i] += p[s * stride + ((mt * TP_NT + nt) * 4 + i) * 32 + lane];
-}
-
-/* One K step: every MMA of this warp's tiles, w[mt] the weights of row tile
-** mt (rows g and g+8), xk[nt] the tokens of token tile nt. */
-static __device__ __forceinline__ void mma_tiles(float (&acc)[TP_MT][TP_NT][4], const at_kgroup (&w)[TP_MT][2],
-                                                 const at_kgroup (&xk)[TP_NT])
-{
-#pragma unroll
-    for (int m = 0; m < AT_MMA_PER_STEP; m++)
-#pragma unroll
-        for (int mt = 0; mt < TP_MT; mt++)
-#pragma unroll
-            for (int nt = 0; nt < TP_NT; nt++)
-                at_mma_step(acc[mt][nt], w[mt][0], w[mt][1], xk[nt], m);
-}
 
 extern "C" __global__ void __launch_bounds__(TP_WARPS * 32) AT_MMA_CLUSTER
 gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *__restrict__ y, int M,
@@ -195,15 +163,10 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
             xb[u][nt] = at_kgroup_load_x<false>(xr[nt] + ((cc) * TP_UNROLL + u) * AT_MMA_KSTEP + kt, 0, \
                                                 xok[nt])
 #define MMA_CHUNK(wb, xb)                                                                          \
-    _Pragma("unroll") for (int u = 0; u < TP_UNROLL; u++) mma_tiles(acc, wb[u], xb[u])
+    _Pragma("unroll") for (int u = 0; u < TP_UNROLL; u++) at_mma_tiles(acc, wb[u], xb[u])
     at_kgroup wv[TP_UNROLL][TP_MT][2];
     if (live && c < nchunks) /* weights depend on no earlier kernel: start streaming them now */
         LOAD_W_CHUNK(wv, c);
-#if TP_XK > 0 && TP_STAGES == 2
-    at_kgroup wn[TP_UNROLL][TP_MT][2];
-    if (live && c + nslices < nchunks) /* the second stage too */
-        LOAD_W_CHUNK(wn, c + nslices);
-#endif
     at_pdl_wait();
     at_pdl_trigger();
 #if TP_XK > 0
@@ -229,40 +192,24 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
 #endif
     if (live) {
 #if TP_XK > 0
-        /* activations from shared memory at the mma; weights as below */
+        /* one chunk in flight, as TP_STAGES=1 below, but the activations
+        ** come from shared memory at the mma */
         int cl = slice; /* local chunk of chunk c */
-        bool second_requested = true;
         while (c < nchunks) {
             const int cn = c + nslices;
-#if TP_STAGES == 2
-            if (!second_requested && cn < nchunks)
-                LOAD_W_CHUNK(wn, cn);
-            second_requested = false;
-#endif
 #pragma unroll
             for (int u = 0; u < TP_UNROLL; u++) {
                 at_kgroup xk[TP_NT];
 #pragma unroll
                 for (int nt = 0; nt < TP_NT; nt++) {
-                    const uint4 v = xs[nt * 8 + g][(cl * TP_UNROLL + u) * 4 + t];
-                    xk[nt].w[0] = v.x, xk[nt].w[1] = v.y, xk[nt].w[2] = v.z, xk[nt].w[3] = v.w;
+                    xk[nt] = at_kgroup_of(xs[nt * 8 + g][(cl * TP_UNROLL + u) * 4 + t]);
                     if (!xok[nt])
                         xk[nt] = at_kgroup_zero();
                 }
-                mma_tiles(acc, wv[u], xk);
+                at_mma_tiles(acc, wv[u], xk);
             }
-#if TP_STAGES == 2
-            if (cn < nchunks)
-#pragma unroll
-                for (int u = 0; u < TP_UNROLL; u++)
-#pragma unroll
-                    for (int mt = 0; mt < TP_MT; mt++)
-                        wv[u][mt][0] = wn[u][mt][0], wv[u][mt][1] = wn[u][mt][1];
-#else
             if (cn < nchunks)
                 LOAD_W_CHUNK(wv, cn);
-#endif
-            (void)second_requested;
             c = cn;
             cl += TP_WPR;
         }
@@ -317,7 +264,7 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
 #pragma unroll
             for (int nt = 0; nt < TP_NT; nt++)
                 x1[nt] = at_kgroup_load_x<true>(xr[nt] + k, left, xok[nt]);
-            mma_tiles(acc, w1, x1);
+            at_mma_tiles(acc, w1, x1);
         }
     }
 #undef LOAD_W_CHUNK
@@ -327,18 +274,11 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
 #if TP_WPR > 1
     /* slices 1.. hand their accumulators to slice 0 of their group, which
     ** adds them in slice order */
-    if (slice > 0) {
-#pragma unroll
-        for (int mt = 0; mt < TP_MT; mt++)
-#pragma unroll
-            for (int nt = 0; nt < TP_NT; nt++)
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    part[group][slice - 1][(mt * TP_NT + nt) * 4 + i][lane] = acc[mt][nt][i];
-    }
+    if (slice > 0)
+        at_mma_put_partials(&part[group][slice - 1][0][0], acc, lane);
     __syncthreads();
     if (slice == 0)
-        add_partials(acc, &part[group][0][0][0], TP_WPR - 1, NACC * 32, lane);
+        at_mma_add_partials(acc, &part[group][0][0][0], TP_WPR - 1, NACC * 32, lane);
 #endif
 #if TP_KSPLIT > 1
     /* blocks 1.. of the cluster hand their block's sums to block 0, which
@@ -357,21 +297,9 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
     if (rank > 0)
         return;
     if (slice == 0)
-        add_partials(acc, &cpart[0][group][0][0], TP_KSPLIT - 1, GROUPS * NACC * 32, lane);
+        at_mma_add_partials(acc, &cpart[0][group][0][0], TP_KSPLIT - 1, GROUPS * NACC * 32, lane);
 #endif
     if (slice > 0 || !live)
         return;
-    /* D[i][j] = y[tok0 + nt*8 + j][row0 + mt*16 + i]; this lane holds
-    ** i = g, g+8 and j = 2t, 2t+1 */
-#pragma unroll
-    for (int mt = 0; mt < TP_MT; mt++)
-#pragma unroll
-        for (int nt = 0; nt < TP_NT; nt++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const long long n = row0 + mt * 16 + g + (i >> 1) * 8;
-                const int tok = tok0 + nt * 8 + 2 * t + (i & 1);
-                if (n < N && tok < M)
-                    y[(long long)tok * N + n] = at_from_float(acc[mt][nt][i]);
-            }
+    at_mma_store(y, acc, row0, tok0, M, N, lane);
 }

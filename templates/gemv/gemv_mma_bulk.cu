@@ -84,16 +84,6 @@
 #define AT_BULK_CLUSTER
 #endif
 
-/* acc += n sets of partial sums in shared memory ([set][reg][lane]). */
-static __device__ __forceinline__ void add_sums(float (&acc)[TP_MT][TP_NT][4], const float *p, int n, int lane)
-{
-#pragma unroll
-    for (int s = 0; s < n; s++)
-#pragma unroll
-        for (int r = 0; r < NACC; r++)
-            acc[r / (TP_NT * 4)][(r / 4) % TP_NT][r % 4] += p[(s * NACC + r) * 32 + lane];
-}
-
 /* Warp 0: arms `bar` for a chunk of `len` elements of every row, then lane
 ** r < ROWS copies row r's piece (wrow: that row, clamped to N - 1, at the
 ** chunk's first k) into its ring slot. */
@@ -113,13 +103,6 @@ static __device__ __forceinline__ void request_chunk(uint4 (&slot)[ROWS][ROWQ], 
         at_bulk_load(&slot[lane][0], wrow, (unsigned)(len * (int)sizeof(at_elem)), bar);
 #endif
     }
-}
-
-static __device__ __forceinline__ at_kgroup kgroup_of(uint4 q)
-{
-    at_kgroup f;
-    f.w[0] = q.x, f.w[1] = q.y, f.w[2] = q.z, f.w[3] = q.w;
-    return f;
 }
 
 extern "C" __global__ void __launch_bounds__(TP_WARPS * 32) AT_BULK_CLUSTER
@@ -215,14 +198,8 @@ gemv_mma_bulk(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_e
                 for (int mt = 0; mt < TP_MT; mt++)
 #pragma unroll
                     for (int h = 0; h < 2; h++)
-                        w[mt][h] = k < len ? kgroup_of(ring[st][mt * 16 + h * 8 + g][s * 4 + t]) : at_kgroup_zero();
-#pragma unroll
-                for (int m = 0; m < AT_MMA_PER_STEP; m++)
-#pragma unroll
-                    for (int mt = 0; mt < TP_MT; mt++)
-#pragma unroll
-                        for (int nt = 0; nt < TP_NT; nt++)
-                            at_mma_step(acc[mt][nt], w[mt][0], w[mt][1], xv[u][nt], m);
+                        w[mt][h] = k < len ? at_kgroup_of(ring[st][mt * 16 + h * 8 + g][s * 4 + t]) : at_kgroup_zero();
+                at_mma_tiles(acc, w, xv[u]);
             }
         }
         if (j + 1 < nch)
@@ -244,12 +221,10 @@ gemv_mma_bulk(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_e
 #if TP_WARPS > 1
     /* warps 1.. hand their sums to warp 0, which adds them in warp order */
     if (warp > 0)
-#pragma unroll
-        for (int r = 0; r < NACC; r++)
-            part[warp - 1][r][lane] = acc[r / (TP_NT * 4)][(r / 4) % TP_NT][r % 4];
+        at_mma_put_partials(&part[warp - 1][0][0], acc, lane);
     __syncthreads();
     if (warp == 0)
-        add_sums(acc, &part[0][0][0], TP_WARPS - 1, lane);
+        at_mma_add_partials(acc, &part[0][0][0], TP_WARPS - 1, NACC * 32, lane);
 #endif
 #if TP_KSPLIT > 1
     /* blocks 1.. of the cluster hand their sums to block 0, which adds them
@@ -262,21 +237,9 @@ gemv_mma_bulk(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_e
     if (rank > 0)
         return;
     if (warp == 0)
-        add_sums(acc, &cpart[0][0][0], TP_KSPLIT - 1, lane);
+        at_mma_add_partials(acc, &cpart[0][0][0], TP_KSPLIT - 1, NACC * 32, lane);
 #endif
     if (warp > 0)
         return;
-    /* D[i][j] = y[tok0 + nt*8 + j][row0 + mt*16 + i]; this lane holds
-    ** i = g, g+8 and j = 2t, 2t+1 */
-#pragma unroll
-    for (int mt = 0; mt < TP_MT; mt++)
-#pragma unroll
-        for (int nt = 0; nt < TP_NT; nt++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const long long n = row0 + mt * 16 + g + (i >> 1) * 8;
-                const int tok = tok0 + nt * 8 + 2 * t + (i & 1);
-                if (n < N && tok < M)
-                    y[(long long)tok * N + n] = at_from_float(acc[mt][nt][i]);
-            }
+    at_mma_store(y, acc, row0, tok0, M, N, lane);
 }
