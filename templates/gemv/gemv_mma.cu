@@ -30,9 +30,6 @@
 **   TP_CACHE   weight cache hint: 0 default, 1 streaming, 2 L2 evict_first
 **   TP_PDL     1: programmatic dependent launch (sm_90+); the first weight
 **              chunk is loaded before waiting on the previous kernel
-**   TP_PREFETCH 0 none, 1 bulk L2 prefetch (sm_90+), 2 per-line L2 prefetch
-**              of the block's weight rows before the PDL wait
-**              (common/prefetch.cuh)
 **   TP_XK      0: activations come from global memory with the weights, a
 **              chunk ahead (registers); > 0 (TP_VEC = 8): the block copies
 **              the activations of its chunks into shared memory once
@@ -46,7 +43,6 @@
 #include "common/cluster.cuh"
 #include "common/mma.cuh"
 #include "common/pdl.cuh"
-#include "common/prefetch.cuh"
 
 #ifndef TP_WARPS
 #define TP_WARPS 4
@@ -171,12 +167,6 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
     at_kgroup wv[TP_UNROLL][TP_MT][2];
     if (live && c < nchunks) /* weights depend on no earlier kernel: start streaming them now */
         LOAD_W_CHUNK(wv, c);
-    /* the L2 fetches the row group's whole rows meanwhile; the cluster's
-    ** blocks share the group's rows, so block `rank` asks for every
-    ** TP_KSPLIT-th of them */
-    at_prefetch_rows(W, (long long)(blockIdx.x / TP_KSPLIT) * GROUPS * 16 * TP_MT + rank,
-                     (GROUPS * 16 * TP_MT - rank + TP_KSPLIT - 1) / TP_KSPLIT, TP_KSPLIT, K, N,
-                     (int)threadIdx.x, TP_WARPS * 32);
     at_pdl_wait();
     at_pdl_trigger();
 #if TP_XK > 0

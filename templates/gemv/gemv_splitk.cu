@@ -14,9 +14,6 @@
 **   TP_UNROLL  K steps in flight per row: 1, 2, 4, 8
 **              block_k = 32*TP_WPR*TP_VEC*TP_UNROLL
 **   TP_CACHE   weight cache hint: 0 default, 1 streaming, 2 L2 evict_first
-**   TP_PREFETCH 0 none, 1 bulk L2 prefetch (sm_90+), 2 per-line L2 prefetch
-**              of the block's weight rows before the PDL wait
-**              (common/prefetch.cuh)
 **   TP_PDL     1: programmatic dependent launch (sm_90+); the first weight
 **              chunk is loaded before waiting on the previous kernel
 **   TP_DTYPE   1 bf16, 2 fp16
@@ -24,7 +21,6 @@
 ** Standalone: nvcc -arch=sm_90 -cubin -I templates templates/gemv/gemv_splitk.cu
 */
 #include "common/pdl.cuh"
-#include "common/prefetch.cuh"
 #include "common/vec.cuh"
 
 #ifndef TP_WARPS
@@ -79,9 +75,6 @@ gemv_splitk(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
         _Pragma("unroll") for (int u = 0; u < TP_UNROLL; u++) wv[r][u] = at_load_w(wr[r] + k + u * step, pol)
     if (live && k < kmain) /* weights depend on no earlier kernel: start streaming them now */
         LOAD_W_CHUNK();
-    if (blockIdx.y == 0) /* the L2 fetches the block's whole rows meanwhile (once, not per token) */
-        at_prefetch_rows(W, (long long)blockIdx.x * GROUPS * TP_ROWS, GROUPS * TP_ROWS, 1, K, N,
-                         (int)threadIdx.x, TP_WARPS * 32);
     at_pdl_wait();
     at_pdl_trigger();
     if (live) {
