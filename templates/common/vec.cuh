@@ -7,6 +7,9 @@
 ** Weight cache hint (TP_CACHE): 0 = ld.global.nc (read-only path, default
 ** caching), 1 = ld.global.cs (streaming: evict-first in L1 and L2),
 ** 2 = ld.global.nc.L1::no_allocate with an L2 evict_first cache policy.
+** TP_L2PF (16-byte loads only): 0 none, 1 or 2 = the .L2::128B or
+** .L2::256B prefetch size, so a miss fetches the whole 128 or 256 bytes
+** around it from memory (templates that read a row in pieces of 64 bytes).
 */
 #ifndef AT_COMMON_VEC_CUH
 #define AT_COMMON_VEC_CUH
@@ -20,8 +23,21 @@
 #define TP_CACHE 0
 #endif
 
+#ifndef TP_L2PF
+#define TP_L2PF 0
+#endif
+
 #if TP_VEC != 1 && TP_VEC != 2 && TP_VEC != 4 && TP_VEC != 8
 #error "TP_VEC must be 1, 2, 4 or 8"
+#endif
+#if TP_L2PF == 0
+#define AT_L2PF ""
+#elif TP_L2PF == 1 && TP_VEC == 8
+#define AT_L2PF ".L2::128B"
+#elif TP_L2PF == 2 && TP_VEC == 8
+#define AT_L2PF ".L2::256B"
+#else
+#error "TP_L2PF must be 0, or 1 or 2 with TP_VEC=8"
 #endif
 #define AT_WORDS (TP_VEC >= 2 ? TP_VEC / 2 : 1) /* 32-bit words per vector */
 
@@ -45,13 +61,13 @@ __device__ __forceinline__ at_vec at_load_w(const at_elem *p, unsigned long long
     (void)pol;
 #if TP_VEC == 8
 #if TP_CACHE == 0
-    asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
+    asm volatile("ld.global.nc" AT_L2PF ".v4.u32 {%0,%1,%2,%3}, [%4];"
                  : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3]) : "l"(p));
 #elif TP_CACHE == 1
-    asm volatile("ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];"
+    asm volatile("ld.global.cs" AT_L2PF ".v4.u32 {%0,%1,%2,%3}, [%4];"
                  : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3]) : "l"(p));
 #else
-    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
+    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint" AT_L2PF ".v4.u32 {%0,%1,%2,%3}, [%4], %5;"
                  : "=r"(v.w[0]), "=r"(v.w[1]), "=r"(v.w[2]), "=r"(v.w[3]) : "l"(p), "l"(pol));
 #endif
 #elif TP_VEC == 4
