@@ -28,6 +28,9 @@
 **              next) or 2 (the next chunk's loads go out before this one
 **              is multiplied: twice the registers, no idle round trip)
 **   TP_CACHE   weight cache hint: 0 default, 1 streaming, 2 L2 evict_first
+**   TP_L2PF    0, or 1 with TP_VEC = 8: a weight load that misses fetches
+**              the whole 128-byte line (.L2::128B, common/vec.cuh), since a
+**              warp reads each row in 64-byte pieces
 **   TP_PDL     1: programmatic dependent launch (sm_90+); the first weight
 **              chunk is loaded before waiting on the previous kernel
 **   TP_XK      0: activations come from global memory with the weights, a
