@@ -7,9 +7,10 @@
 ** Weight cache hint (TP_CACHE): 0 = ld.global.nc (read-only path, default
 ** caching), 1 = ld.global.cs (streaming: evict-first in L1 and L2),
 ** 2 = ld.global.nc.L1::no_allocate with an L2 evict_first cache policy.
-** TP_L2PF (16-byte loads only): 0 none, 1 or 2 = the .L2::128B or
-** .L2::256B prefetch size, so a miss fetches the whole 128 or 256 bytes
-** around it from memory (templates that read a row in pieces of 64 bytes).
+** TP_L2PF (16-byte loads only): 0 none, 1 = the .L2::128B prefetch size,
+** so a miss fetches the whole 128-byte line from memory (for templates that
+** read a row in pieces of 64 bytes; .L2::256B measured slower on the H200,
+** session 9).
 */
 #ifndef AT_COMMON_VEC_CUH
 #define AT_COMMON_VEC_CUH
@@ -34,10 +35,8 @@
 #define AT_L2PF ""
 #elif TP_L2PF == 1 && TP_VEC == 8
 #define AT_L2PF ".L2::128B"
-#elif TP_L2PF == 2 && TP_VEC == 8
-#define AT_L2PF ".L2::256B"
 #else
-#error "TP_L2PF must be 0, or 1 or 2 with TP_VEC=8"
+#error "TP_L2PF must be 0, or 1 with TP_VEC=8"
 #endif
 #define AT_WORDS (TP_VEC >= 2 ? TP_VEC / 2 : 1) /* 32-bit words per vector */
 

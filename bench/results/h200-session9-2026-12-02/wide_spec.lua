@@ -4,7 +4,8 @@
 -- SM, TP_CACHE 1 or 2), PDL only, and TP_L2PF (common/vec.cuh: the
 -- .L2::128B / .L2::256B prefetch size on 16-byte weight loads) on mma,
 -- splitk and warp_row; run with --effort exhaustive so that no candidate is
--- judged by the short screening graphs alone.
+-- judged by the short screening graphs alone. TP_L2PF=2 (.L2::256B) exists
+-- in common/vec.cuh from 96715f5 to e00f617 only: it lost and was dropped.
 -- search/gemv.lua — the search space for decode GEMV, y[M,N] = x[M,K] . W[N,K]^T.
 -- At M = 1 two strategies (measured on the H200): warp_row (a warp owns
 -- TP_ROWS rows and all of K) and splitk (TP_WPR warps share a row group's
