@@ -237,21 +237,10 @@ return {
         { "TP_STAGES", { 1, 2 } },
         { "TP_XK",     { 0, 256, 512, 1024, 2048 } }, -- > 0: the block's activations in shared memory
         { "TP_CACHE",  { 1 } }, -- the M > 1 winners at build 782d6b3: 46 of 46 streaming
-        { "TP_L2PF",   { 0, 1 } }, -- 1: .L2::128B on 16-byte weight loads (common/vec.cuh)
         { "TP_PDL",    { 0, 1 } },
       },
       constraints = {
         mma_m,
-        { "l2pf_on_16_byte_loads", function(p, s)
-          -- a warp reads each weight row in 64-byte pieces, so a miss that
-          -- fetches the whole 128-byte line helps: at 8x2048x5120 on the
-          -- H200 (session 9, exhaustive) the three fastest mma configs of
-          -- this space each ran 0.11-0.23 us faster with it (the winner
-          -- 6.57 -> 6.46 us); narrower loads cannot take the qualifier
-          if p.TP_VEC == 8 and p.TP_L2PF == 0 then return "16-byte loads take TP_L2PF=1" end
-          if p.TP_VEC < 8 and p.TP_L2PF == 1 then return "TP_L2PF=1 needs TP_VEC=8" end
-          return true
-        end },
         { "mma_needs_sm80", function(p, s)
           -- mma.sync m16n8k16 with bf16 exists from Ampere on
           if s.arch < 80 then return "mma.m16n8k16.bf16 needs sm_80" end
