@@ -87,6 +87,12 @@
 #if TP_STAGES != 1 && TP_STAGES != 2
 #error "TP_STAGES must be 1 or 2"
 #endif
+#ifndef TP_PRE
+#define TP_PRE 1
+#endif
+#if TP_PRE != 1 && !(TP_PRE == 2 && TP_STAGES == 2)
+#error "TP_PRE is 1, or 2 with TP_STAGES=2"
+#endif
 #if TP_WARPS % TP_WPR != 0
 #error "TP_WARPS must be a multiple of TP_WPR"
 #endif
@@ -180,6 +186,13 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
     at_kgroup wv[TP_UNROLL][TP_MT][2];
     if (live && c < nchunks) /* weights depend on no earlier kernel: start streaming them now */
         LOAD_W_CHUNK(wv, c);
+#if TP_STAGES == 2
+    at_kgroup wn[TP_UNROLL][TP_MT][2]; /* the next chunk's weights */
+#if TP_PRE == 2
+    if (live && c + nslices < nchunks) /* and the second chunk's too */
+        LOAD_W_CHUNK(wn, c + nslices);
+#endif
+#endif
     at_pdl_wait();
     at_pdl_trigger();
 #if TP_XK > 0
@@ -243,13 +256,16 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
         at_kgroup xv[TP_UNROLL][TP_NT];
         if (c < nchunks)
             LOAD_X_CHUNK(xv, c);
+        bool wn_loaded = TP_PRE == 2; /* the first wn came before the wait */
         while (c < nchunks) {
             const int cn = c + nslices;
-            at_kgroup wn[TP_UNROLL][TP_MT][2], xn[TP_UNROLL][TP_NT];
+            at_kgroup xn[TP_UNROLL][TP_NT];
             if (cn < nchunks) {
-                LOAD_W_CHUNK(wn, cn);
+                if (!wn_loaded)
+                    LOAD_W_CHUNK(wn, cn);
                 LOAD_X_CHUNK(xn, cn);
             }
+            wn_loaded = false;
             MMA_CHUNK(wv, xv);
             if (cn < nchunks) {
 #pragma unroll

@@ -1,0 +1,357 @@
+-- pre_spec.lua — session 10 experiment (not the live spec): search/gemv.lua
+-- with TP_TRIG {0, 1} (common/pdl.cuh: 1 lets the next kernel launch once
+-- every block has started, not once every block has passed its wait) on
+-- warp_row, splitk, multi_token and mma, and TP_PRE {1, 2} on mma
+-- (2: with TP_STAGES=2, the second chunk's weights are also loaded before
+-- the PDL wait). mma_bulk left out (it won nothing at 460ea68).
+-- search/gemv.lua — the search space for decode GEMV, y[M,N] = x[M,K] . W[N,K]^T.
+-- At M = 1 two strategies (measured on the H200): warp_row (a warp owns
+-- TP_ROWS rows and all of K) and splitk (TP_WPR warps share a row group's
+-- K, reduced in shared memory). At M = 2..16, two that read each weight
+-- once for all tokens (both ran on the H200, M = 2..17):
+-- multi_token (CUDA cores, TP_TOKENS tokens' sums per thread; M = 2..8,
+-- and any M where the weights are tiny) and mma (tensor cores, mma.sync
+-- m16n8k16 with W rows on the MMA's M side, tokens on its N side; two
+-- chunks in flight with TP_STAGES=2, K split over a cluster of blocks with
+-- TP_KSPLIT > 1 on sm_90+: both ran correct on the H200 at build 5703e8b).
+-- Parameter names are the templates' TP_* macros; constraints are named so a
+-- pruned candidate says why. Runs sandboxed: no io, os, require.
+
+local function cdiv(a, b) return (a + b - 1) // b end
+
+-- Shared by both strategies.
+local vec_divides_k = { "vec_divides_k", function(p, s)
+  -- 16-byte (TP_VEC=8) loads need every row of W to start 16-byte aligned
+  if s.K % p.TP_VEC ~= 0 then return "K % TP_VEC ~= 0: rows would be misaligned" end
+  return true
+end }
+
+local widest_vec = { "widest_vec", function(p, s)
+  -- a narrower load only where K forbids the wider one: it is never faster
+  if p.TP_VEC < 8 and s.K % (p.TP_VEC * 2) == 0 then
+    return "K allows TP_VEC=" .. (p.TP_VEC * 2)
+  end
+  return true
+end }
+
+local pdl_needs_sm90 = { "pdl_needs_sm90", function(p, s)
+  -- griddepcontrol (programmatic dependent launch) exists from Hopper on
+  if p.TP_PDL == 1 and s.arch < 90 then return "TP_PDL=1 needs sm_90" end
+  return true
+end }
+
+local trig_needs_pdl = { "trig_needs_pdl", function(p, s)
+  if p.TP_TRIG == 1 and p.TP_PDL == 0 then return "TP_TRIG=1 needs TP_PDL=1" end
+  return true
+end }
+
+local registers_for_loads = { "registers_for_loads", function(p, s)
+  -- TP_ROWS*TP_UNROLL vectors in flight per thread; beyond 16 they spill
+  return p.TP_ROWS * p.TP_UNROLL <= 16
+end }
+
+local bf16_needs_sm80 = { "bf16_needs_sm80", function(p, s)
+  -- the bf16 store (cvt.rn.bf16.f32 in common/dtype.cuh) exists from Ampere on
+  if s.dtype == "bf16" and s.arch < 80 then return "bf16 needs sm_80" end
+  return true
+end }
+
+-- Shared by the strategies whose TP_WPR warps split one row's K (splitk,
+-- multi_token): every warp gets a vector of K; a block whose rows mostly
+-- fall past N wastes its warps.
+local every_warp_has_k = { "every_warp_has_k", function(p, s)
+  -- each of the TP_WPR warps must get at least one vector of K
+  if 32 * p.TP_WPR * p.TP_VEC > s.K then return "K too short for " .. p.TP_WPR .. " warps per row" end
+  return true
+end }
+
+local split_block_n_within_n = { "block_n_within_n", function(p, s)
+  local block_n = p.TP_WARPS // p.TP_WPR * p.TP_ROWS
+  if block_n > 1 and block_n >= 2 * s.N then return "block_n " .. block_n .. " >= 2N" end
+  return true
+end }
+
+-- multi_token and mma (splitk keeps its measured boolean form)
+local wpr_divides_warps = { "wpr_divides_warps", function(p, s)
+  if p.TP_WARPS % p.TP_WPR ~= 0 then return "TP_WARPS % TP_WPR ~= 0" end
+  return true
+end }
+
+local one_token = { "one_token", function(p, s)
+  -- last in the M=1 strategies' lists, so M=1 prunes exactly as it was
+  -- measured; with more tokens they would read every weight once per token
+  if s.M > 1 then return "M > 1: multi_token and mma read each weight once" end
+  return true
+end }
+
+local independent_warps = { "independent_warps", function(p, s)
+  -- with TP_WPR=1 a block's warps share nothing: 4 or 8 per block behave
+  -- alike, so only 4 (keeps the M > 1 space and its CI compile small)
+  if p.TP_WPR == 1 and p.TP_WARPS ~= 4 then return "TP_WPR=1 takes TP_WARPS=4" end
+  return true
+end }
+
+local MULTI_TOKEN_MAX_M = 8 -- beyond: the mma strategy alone, unless the weights are tiny
+
+-- Weights this small stay in L2 while the kernel runs, so a second group of
+-- tokens re-reads them from L2, not from memory: multi_token may then split
+-- the tokens over blocks along y (N = 32, M = 8 on the H200 at build 5703e8b:
+-- one group of 8 took 1.49x the M=1 time, while M = 4 took 1.11x).
+local function tiny_weights(s) return s.N * s.K * s.elem <= 2 * 1024 * 1024 end
+
+-- Shared by the tensor-core strategies (mma, mma_bulk).
+local mma_m = { "mma_m", function(p, s)
+  if s.M < 2 then return "M=1: warp_row and splitk" end
+  return true
+end }
+
+local nt_covers_m = { "nt_covers_m", function(p, s)
+  -- the fewest 8-token tiles that hold M (up to 2; more tokens: more blocks)
+  local want = s.M <= 8 and 1 or 2
+  if p.TP_NT ~= want then return "M=" .. s.M .. " takes TP_NT=" .. want end
+  return true
+end }
+
+-- [MMA_KSTEP] mma: elements of K per step, AT_MMA_KSTEP in common/mma.cuh
+local function mma_kstep(p) return p.TP_VEC == 8 and 32 or 16 end
+-- mma: output rows per block (a cluster's TP_KSPLIT blocks share them)
+local function mma_block_n(p) return p.TP_WARPS // p.TP_WPR * 16 * p.TP_MT end
+-- mma: elements of K one round of a row group's TP_KSPLIT * TP_WPR warps
+-- covers at `unroll` steps per warp (TP_UNROLL: one chunk each)
+local function mma_chunk(p, unroll) return p.TP_KSPLIT * p.TP_WPR * unroll * mma_kstep(p) end
+local function sms(s) return s.sms > 0 and s.sms or 132 end -- dry runs: an H200's
+
+local function unroll_within_k(wpr)
+  return { "unroll_within_k", function(p, s)
+    -- one unrolled step must fit in K, or the main loop never runs
+    local block_k = 32 * (wpr or p.TP_WPR) * p.TP_VEC * p.TP_UNROLL
+    if p.TP_UNROLL > 1 and block_k > s.K then
+      return "block_k " .. block_k .. " > K"
+    end
+    return true
+  end }
+end
+
+return {
+  op = "gemv",
+  strategies = {
+    {
+      name = "warp_row",
+      template = "gemv/gemv_warp_row.cu",
+      kernel = "gemv_warp_row",
+      params = {
+        { "TP_WARPS",  { 1, 2, 4, 8, 16 } },
+        { "TP_ROWS",   { 1, 2, 4, 8 } },
+        { "TP_VEC",    { 8, 4, 2, 1 } },
+        { "TP_UNROLL", { 1, 2, 4, 8 } },
+        { "TP_CACHE",  { 0, 1, 2 } },
+        { "TP_PDL",    { 0, 1 } },
+        { "TP_TRIG",   { 0, 1 } },
+      },
+      constraints = {
+        bf16_needs_sm80, pdl_needs_sm90, trig_needs_pdl, vec_divides_k, widest_vec, registers_for_loads, unroll_within_k(1),
+        { "block_n_within_n", function(p, s)
+          -- a block whose rows mostly fall past N wastes its warps
+          local block_n = p.TP_WARPS * p.TP_ROWS
+          if block_n > 1 and block_n >= 2 * s.N then return "block_n " .. block_n .. " >= 2N" end
+          return true
+        end },
+        one_token,
+      },
+      grid = function(p, s) return { cdiv(s.N, p.TP_WARPS * p.TP_ROWS), s.M, 1 } end,
+      block = function(p, s) return { 32 * p.TP_WARPS, 1, 1 } end,
+    },
+    {
+      name = "splitk",
+      template = "gemv/gemv_splitk.cu",
+      kernel = "gemv_splitk",
+      params = {
+        { "TP_WARPS",  { 2, 4, 8, 16 } },
+        { "TP_WPR",    { 2, 4, 8, 16 } },
+        { "TP_ROWS",   { 1, 2, 4 } },
+        { "TP_VEC",    { 8, 4, 2, 1 } },
+        { "TP_UNROLL", { 1, 2, 4 } },
+        { "TP_CACHE",  { 0, 1, 2 } },
+        { "TP_PDL",    { 0, 1 } },
+        { "TP_TRIG",   { 0, 1 } },
+      },
+      constraints = {
+        bf16_needs_sm80, pdl_needs_sm90, trig_needs_pdl,
+        { "wpr_divides_warps", function(p, s) return p.TP_WARPS % p.TP_WPR == 0 end },
+        vec_divides_k, widest_vec, registers_for_loads, unroll_within_k(nil),
+        every_warp_has_k,
+        split_block_n_within_n,
+        one_token,
+      },
+      grid = function(p, s) return { cdiv(s.N, p.TP_WARPS // p.TP_WPR * p.TP_ROWS), s.M, 1 } end,
+      block = function(p, s) return { 32 * p.TP_WARPS, 1, 1 } end,
+    },
+    {
+      -- CUDA cores, TP_TOKENS tokens per block
+      name = "multi_token",
+      template = "gemv/gemv_multi_token.cu",
+      kernel = "gemv_multi_token",
+      params = {
+        { "TP_WARPS",  { 4, 8, 16 } },
+        { "TP_WPR",    { 1, 2, 4, 8, 16 } }, -- 8, 16: tiny N, where a few blocks must cover K
+        { "TP_ROWS",   { 1, 2, 4 } },
+        { "TP_TOKENS", { 2, 4, 8 } }, -- 8: M = 5..8
+        { "TP_VEC",    { 8, 4, 2, 1 } },
+        { "TP_UNROLL", { 1, 2 } },
+        { "TP_CACHE",  { 1 } }, -- won 9 of the 14 M=1 shapes on the H200 (2 the rest, 0 none)
+        { "TP_PDL",    { 0, 1 } },
+        { "TP_TRIG",   { 0, 1 } },
+      },
+      constraints = {
+        { "multi_token_m", function(p, s)
+          -- one block holds all tokens' sums: a few tokens only
+          if s.M < 2 then return "M=1: warp_row and splitk" end
+          if s.M > MULTI_TOKEN_MAX_M and not tiny_weights(s) then return "M > " .. MULTI_TOKEN_MAX_M .. ": mma" end
+          return true
+        end },
+        bf16_needs_sm80,
+        { "tokens_cover_m", function(p, s)
+          -- the smallest TP_TOKENS that holds M: each weight read once from
+          -- memory (tiny weights: any fewer, the other groups read L2)
+          local want = s.M <= 2 and 2 or (s.M <= 4 and 4 or 8)
+          if tiny_weights(s) and p.TP_TOKENS <= want then return true end
+          if p.TP_TOKENS ~= want then return "M=" .. s.M .. " takes TP_TOKENS=" .. want end
+          return true
+        end },
+        pdl_needs_sm90, trig_needs_pdl,
+        wpr_divides_warps,
+        independent_warps,
+        vec_divides_k, widest_vec,
+        { "registers_for_loads", function(p, s)
+          -- weight and activation vectors in flight, and the sums, per thread
+          if (p.TP_ROWS + p.TP_TOKENS) * p.TP_UNROLL > 12 then return "too many vectors in flight" end
+          if p.TP_ROWS * p.TP_TOKENS > 16 then return "more than 16 sums per thread" end
+          return true
+        end },
+        unroll_within_k(nil),
+        every_warp_has_k,
+        split_block_n_within_n,
+      },
+      grid = function(p, s) return { cdiv(s.N, p.TP_WARPS // p.TP_WPR * p.TP_ROWS), cdiv(s.M, p.TP_TOKENS), 1 } end,
+      block = function(p, s) return { 32 * p.TP_WARPS, 1, 1 } end,
+    },
+    {
+      -- tensor cores, 16 rows x 8 tokens per mma
+      name = "mma",
+      template = "gemv/gemv_mma.cu",
+      kernel = "gemv_mma",
+      params = {
+        { "TP_WARPS",  { 4, 8, 16 } },
+        { "TP_WPR",    { 1, 2, 4, 8, 16 } }, -- M=8 winners sat at the old edge, 8 of 8
+        { "TP_KSPLIT", { 1, 2, 4, 8 } }, -- blocks of a cluster sharing K (sm_90+)
+        { "TP_MT",     { 1, 2 } },
+        { "TP_NT",     { 1, 2 } },
+        { "TP_VEC",    { 8, 4, 2, 1 } },
+        { "TP_UNROLL", { 1, 2, 4, 8 } },
+        { "TP_STAGES", { 1, 2 } },
+        { "TP_PRE",    { 1, 2 } },
+        { "TP_XK",     { 0, 256, 512, 1024, 2048 } }, -- > 0: the block's activations in shared memory
+        { "TP_CACHE",  { 1 } }, -- the M > 1 winners at build 782d6b3: 46 of 46 streaming
+        { "TP_PDL",    { 0, 1 } },
+        { "TP_TRIG",   { 0, 1 } },
+      },
+      constraints = {
+        mma_m,
+        { "mma_needs_sm80", function(p, s)
+          -- mma.sync m16n8k16 with bf16 exists from Ampere on
+          if s.arch < 80 then return "mma.m16n8k16.bf16 needs sm_80" end
+          return true
+        end },
+        nt_covers_m,
+        pdl_needs_sm90, trig_needs_pdl,
+        { "pre_needs_stages", function(p, s)
+          if p.TP_PRE == 2 and p.TP_STAGES ~= 2 then return "TP_PRE=2 needs TP_STAGES=2" end
+          return true
+        end },
+        { "ksplit_needs_sm90", function(p, s)
+          -- thread block clusters (distributed shared memory) exist from Hopper on
+          if p.TP_KSPLIT > 1 and s.arch < 90 then return "TP_KSPLIT > 1 needs sm_90" end
+          return true
+        end },
+        wpr_divides_warps,
+        independent_warps,
+        { "ksplit_for_few_tiles", function(p, s)
+          -- splitting K over blocks pays only where the row tiles alone
+          -- leave the SMs short of work; past 8 blocks per SM it only adds sums
+          if p.TP_KSPLIT == 1 then return true end
+          local tiles = cdiv(s.N, mma_block_n(p))
+          if tiles >= 4 * sms(s) then return tiles .. " row tiles: enough blocks without a K split" end
+          if tiles * p.TP_KSPLIT > 8 * sms(s) then return "more than 8 blocks per SM" end
+          return true
+        end },
+        vec_divides_k, widest_vec,
+        { "registers_for_loads", function(p, s)
+          -- k-groups held per thread (4 registers each): 2 per row tile and
+          -- 1 per token tile, per step and stage; ptxas rejects the rest by spills
+          if (2 * p.TP_MT + p.TP_NT) * p.TP_UNROLL * p.TP_STAGES > 24 then
+            return "too many k-groups in flight"
+          end
+          return true
+        end },
+        { "every_warp_has_k", function(p, s)
+          -- each of the TP_KSPLIT * TP_WPR warps gets at least one step of K
+          if mma_chunk(p, 1) > s.K then return "K too short for " .. p.TP_KSPLIT * p.TP_WPR .. " warps per row" end
+          return true
+        end },
+        { "unroll_within_k", function(p, s)
+          -- every warp gets at least one whole chunk, or the unrolled loop never runs
+          local chunk = mma_chunk(p, p.TP_UNROLL)
+          if p.TP_UNROLL > 1 and chunk > s.K then return "block_k " .. chunk .. " > K" end
+          return true
+        end },
+        { "unroll_one_for_short_k", function(p, s)
+          -- one step per chunk only where two do not fit (the M=8 winners at
+          -- build 666928f: 0 of 4 shapes had TP_UNROLL=1)
+          if p.TP_UNROLL == 1 and mma_chunk(p, 2) <= s.K then return "K fits TP_UNROLL=2" end
+          return true
+        end },
+        { "stages_need_chunks", function(p, s)
+          -- a second stage is idle unless each warp has two chunks of K
+          if p.TP_STAGES > 1 and 2 * mma_chunk(p, p.TP_UNROLL) > s.K then return "fewer than 2 chunks per warp" end
+          return true
+        end },
+        { "block_n_within_n", function(p, s)
+          local block_n = mma_block_n(p)
+          if block_n > 16 and block_n >= 2 * s.N then return "block_n " .. block_n .. " >= 2N" end
+          return true
+        end },
+        { "x_in_smem", function(p, s)
+          -- TP_XK > 0: the smallest size that holds the block's activations
+          -- (its whole chunks: rounds of its TP_WPR warps' chunks)
+          if p.TP_XK == 0 then return true end
+          if p.TP_VEC ~= 8 then return "TP_XK > 0 copies 16 bytes: TP_VEC=8" end
+          -- on the H200 at build 2f843c9 the TP_XK winners (2048x2048 at
+          -- M = 2, 4, 8) were all TP_STAGES=1; no TP_STAGES=2 one won
+          if p.TP_STAGES == 2 then return "TP_XK > 0 takes TP_STAGES=1" end
+          local nchunks = s.K // mma_kstep(p) // p.TP_UNROLL
+          local need = cdiv(nchunks, p.TP_KSPLIT * p.TP_WPR) * p.TP_WPR * p.TP_UNROLL * mma_kstep(p)
+          if need == 0 then return "no whole chunk of K" end
+          if need > p.TP_XK then return "the block's " .. need .. " elements of K > TP_XK" end
+          if p.TP_XK > 256 and p.TP_XK // 2 >= need then return "TP_XK/" .. 2 .. " holds the block's K" end
+          return true
+        end },
+        { "static_smem", function(p, s)
+          -- the K-split sums (warps, then cluster blocks) and the TP_XK
+          -- activations in 48 KiB of static shared memory
+          local groups, nacc = p.TP_WARPS // p.TP_WPR, p.TP_MT * p.TP_NT * 4
+          local bytes = (groups * (p.TP_WPR - 1) + (p.TP_KSPLIT - 1) * groups) * nacc * 32 * 4
+          if p.TP_XK > 0 then bytes = bytes + 8 * p.TP_NT * (2 * p.TP_XK + 64) end
+          if bytes > 48 * 1024 then return bytes .. " B of shared memory > 48 KiB" end
+          return true
+        end },
+      },
+      grid = function(p, s)
+        return { cdiv(s.N, mma_block_n(p)) * p.TP_KSPLIT, cdiv(s.M, 8 * p.TP_NT), 1 }
+      end,
+      block = function(p, s) return { 32 * p.TP_WARPS, 1, 1 } end,
+    },
+  },
+  -- weights once, activations once, outputs once (at M > 1 only strategies
+  -- that read each weight once are live)
+  bytes = function(s) return s.elem * (s.N * s.K + s.M * s.K + s.M * s.N) end,
+}
