@@ -7,7 +7,8 @@
 -- and any M where the weights are tiny) and mma (tensor cores, mma.sync
 -- m16n8k16 with W rows on the MMA's M side, tokens on its N side; two
 -- chunks in flight with TP_STAGES=2, K split over a cluster of blocks with
--- TP_KSPLIT > 1 on sm_90+: both ran correct on the H200 at build 5703e8b).
+-- TP_KSPLIT > 1 on sm_90+: both ran correct on the H200 at build 5703e8b;
+-- TP_PRE=2, both chunks' weights requested before the PDL wait, at 5e92f8e).
 -- Parameter names are the templates' TP_* macros; constraints are named so a
 -- pruned candidate says why. Runs sandboxed: no io, os, require.
 
@@ -235,6 +236,7 @@ return {
         { "TP_VEC",    { 8, 4, 2, 1 } },
         { "TP_UNROLL", { 1, 2, 4, 8 } },
         { "TP_STAGES", { 1, 2 } },
+        { "TP_PRE",    { 1, 2 } }, -- 2: both chunks' weights before the PDL wait
         { "TP_XK",     { 0, 256, 512, 1024, 2048 } }, -- > 0: the block's activations in shared memory
         { "TP_CACHE",  { 1 } }, -- the M > 1 winners at build 782d6b3: 46 of 46 streaming
         { "TP_PDL",    { 0, 1 } },
@@ -288,6 +290,13 @@ return {
           -- one step per chunk only where two do not fit (the M=8 winners at
           -- build 666928f: 0 of 4 shapes had TP_UNROLL=1)
           if p.TP_UNROLL == 1 and mma_chunk(p, 2) <= s.K then return "K fits TP_UNROLL=2" end
+          return true
+        end },
+        { "pre_needs_stages", function(p, s)
+          -- the second chunk loaded before the wait goes to TP_STAGES=2's
+          -- second buffer; on the H200 (session 10, 8x2048x5120) it made
+          -- the fastest config 6.86 -> 6.29 us but others slower, so searched
+          if p.TP_PRE == 2 and p.TP_STAGES ~= 2 then return "TP_PRE=2 needs TP_STAGES=2" end
           return true
         end },
         { "stages_need_chunks", function(p, s)

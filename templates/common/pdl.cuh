@@ -15,21 +15,11 @@
 #ifndef TP_PDL
 #define TP_PDL 0
 #endif
-/* TP_TRIG 0: the next kernel may launch once every block of this one has
-** passed its wait (at_pdl_trigger); 1: once every block has started, so a
-** chain of kernels can have its prologues in flight while an earlier one
-** still drains (each still waits for its predecessor to finish) */
-#ifndef TP_TRIG
-#define TP_TRIG 0
-#endif
 
 /* Waits until every earlier kernel in the stream has finished and its
 ** writes are visible. */
 __device__ __forceinline__ void at_pdl_wait(void)
 {
-#if TP_PDL && TP_TRIG
-    asm volatile("griddepcontrol.launch_dependents;" :::);
-#endif
 #if TP_PDL
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
@@ -39,7 +29,7 @@ __device__ __forceinline__ void at_pdl_wait(void)
 ** one to finish before it reads what this one writes). */
 __device__ __forceinline__ void at_pdl_trigger(void)
 {
-#if TP_PDL && !TP_TRIG
+#if TP_PDL
     asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
 }

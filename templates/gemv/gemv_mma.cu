@@ -28,6 +28,10 @@
 **   TP_STAGES  chunks in flight per warp: 1 (load, multiply, load the
 **              next) or 2 (the next chunk's loads go out before this one
 **              is multiplied: twice the registers, no idle round trip)
+**   TP_PRE     chunks of weights requested before the PDL wait: 1, or 2
+**              with TP_STAGES=2 (the second goes to the second stage's
+**              registers, so twice the bytes are in flight while the
+**              previous kernel drains)
 **   TP_CACHE   weight cache hint: 0 default, 1 streaming, 2 L2 evict_first
 **   TP_L2PF    0, or 1 with TP_VEC = 8 (the default there): a weight load
 **              that misses fetches the whole 128-byte line (.L2::128B,
