@@ -8,7 +8,7 @@
 -- m16n8k16 with W rows on the MMA's M side, tokens on its N side; two
 -- chunks in flight with TP_STAGES=2, K split over a cluster of blocks with
 -- TP_KSPLIT > 1 on sm_90+: both ran correct on the H200 at build 5703e8b;
--- TP_PRE=2, both chunks' weights requested before the PDL wait, at 5e92f8e).
+-- TP_PRE=2, both chunks' weights requested before the PDL wait, at eb9d267).
 -- Parameter names are the templates' TP_* macros; constraints are named so a
 -- pruned candidate says why. Runs sandboxed: no io, os, require.
 
@@ -297,6 +297,13 @@ return {
           -- second buffer; on the H200 (session 10, 8x2048x5120) it made
           -- the fastest config 6.86 -> 6.29 us but others slower, so searched
           if p.TP_PRE == 2 and p.TP_STAGES ~= 2 then return "TP_PRE=2 needs TP_STAGES=2" end
+          return true
+        end },
+        { "pre_needs_pdl", function(p, s)
+          -- without the PDL wait (sm_80/89, or TP_PDL=0) TP_PRE=2 only
+          -- issues the second chunk's weight loads ahead of the first
+          -- chunk's activation loads: the same kernel for any purpose
+          if p.TP_PRE == 2 and p.TP_PDL ~= 1 then return "TP_PRE=2 needs TP_PDL=1" end
           return true
         end },
         { "stages_need_chunks", function(p, s)

@@ -639,6 +639,75 @@ static void strategies_by_m(void)
     CHECK_EQ_INT(live[3], 0);
 }
 
+/* TP_PRE=2 (gemv_mma: the second chunk's weights before the PDL wait) is
+** searched wherever TP_STAGES=2 with TP_PDL=1 is live (sm_90+) and
+** nowhere else: its #error forbids TP_STAGES=1, so the spec must prune
+** those by name, and without the wait it would be the TP_PRE=1 kernel. */
+static void pre_takes_two_stages(void)
+{
+    static const struct {
+        const char *shape;
+        int arch;
+    } cases[] = {{"8x2048x5120", 90}, {"2x2048x8192", 80}, {"16x2050x77", 89}, {"4x6144x32", 90}, {"3x2051x333", 90}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        at_spec *spec = NULL;
+        at_candidate *c = NULL;
+        int n = 0, pre1_s2 = 0, pre2 = 0, by_name = 0, by_pdl = 0, twins = 0;
+        CHECK_EQ_INT(expand(cases[i].shape, AT_BF16, cases[i].arch, &spec, &c, &n), AT_OK);
+        for (int j = 0; j < n; j++) {
+            if (strcmp(at_spec_strategy_name(spec, c[j].strategy), "mma") != 0)
+                continue;
+            const long long pre = at_candidate_param(&c[j], "TP_PRE", 0);
+            const long long stages = at_candidate_param(&c[j], "TP_STAGES", 0);
+            CHECK(pre == 1 || pre == 2);
+            const long long pdl = at_candidate_param(&c[j], "TP_PDL", 0);
+            if (pre == 2 && stages == 1) {
+                CHECK(c[j].pruned_by[0] != '\0');
+                by_name += strcmp(c[j].pruned_by, "pre_needs_stages") == 0;
+            }
+            if (pre == 2 && pdl == 0) {
+                CHECK(c[j].pruned_by[0] != '\0');
+                by_pdl += strcmp(c[j].pruned_by, "pre_needs_pdl") == 0;
+            }
+            if (c[j].pruned_by[0] || stages != 2 || pdl != 1)
+                continue;
+            if (pre == 2) {
+                pre2++;
+                continue;
+            }
+            pre1_s2++;
+            /* its TP_PRE=2 twin: the same parameters but TP_PRE, also live */
+            char want[256], have[256];
+            at_candidate_params_string(&c[j], want, sizeof want);
+            for (int k = 0; k < n; k++) {
+                if (k == j || c[k].strategy != c[j].strategy || c[k].pruned_by[0] ||
+                    at_candidate_param(&c[k], "TP_PRE", 0) != 2)
+                    continue;
+                at_candidate_params_string(&c[k], have, sizeof have);
+                char *p = strstr(have, "TP_PRE=2");
+                if (p) {
+                    p[7] = '1';
+                    twins += strcmp(have, want) == 0;
+                }
+            }
+        }
+        printf("  %s sm_%d: mma TP_STAGES=2 TP_PDL=1 live: %d TP_PRE=1, %d TP_PRE=2 (%d twins); pruned as "
+               "pre_needs_stages %d, pre_needs_pdl %d\n",
+               cases[i].shape, cases[i].arch, pre1_s2, pre2, twins, by_name, by_pdl);
+        if (cases[i].arch >= 90) {
+            CHECK(pre1_s2 > 0);
+            CHECK(by_pdl > 0);
+        } else {
+            CHECK_EQ_INT(pre1_s2, 0); /* no TP_PDL=1 before sm_90 */
+        }
+        CHECK_EQ_INT(pre2, pre1_s2);
+        CHECK_EQ_INT(twins, pre1_s2);
+        CHECK(by_name > 0);
+        free(c);
+        at_spec_free(spec);
+    }
+}
+
 /* ------------------------------------------------------- compilation */
 
 typedef struct {
@@ -753,6 +822,7 @@ int main(void)
     TT_RUN(multi_token_matches_matmul);
     TT_RUN(m1_space_unchanged);
     TT_RUN(strategies_by_m);
+    TT_RUN(pre_takes_two_stages);
     TT_RUN(compiles_sm90_bf16);
     TT_RUN(compiles_sm90_fp16);
     TT_RUN(compiles_sm89_bf16);
