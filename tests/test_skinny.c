@@ -659,8 +659,8 @@ static void pre_takes_two_stages(void)
                 continue;
             const long long pre = at_candidate_param(&c[j], "TP_PRE", 0);
             const long long stages = at_candidate_param(&c[j], "TP_STAGES", 0);
-            CHECK(pre == 1 || pre == 2);
             const long long pdl = at_candidate_param(&c[j], "TP_PDL", 0);
+            CHECK(pre == 1 || pre == 2);
             if (pre == 2 && stages == 1) {
                 CHECK(c[j].pruned_by[0] != '\0');
                 by_name += strcmp(c[j].pruned_by, "pre_needs_stages") == 0;
