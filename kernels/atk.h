@@ -35,7 +35,7 @@ extern "C" {
 #define ATK_API
 #endif
 
-#define ATK_VERSION "0.1.0"
+#define ATK_VERSION "0.2.0"
 
 /* An opened table for one GPU: immutable after atk_open, so any number of
 ** threads may call into one context at once. */
@@ -86,11 +86,24 @@ enum atk_flags {
     ATK_SAME_DRIVER = 1u << 4  /* only entries tuned under the present driver */
 };
 
-/* How a call was (or would be) served. */
+/* How a call was (or would be) served. The dispatch rule, in order:
+**   1. a validation override for exactly this call (autotune validate
+**      measured the runtime's choice losing to the fallback): FALLBACK;
+**   2. the exact shape is tuned: TUNED (its answer may be the baseline);
+**   3. the smallest tuned M' > M of the same K, N (T' > T of the same H for
+**      norms) whose kernel reads each weight once for all its tokens (GEMV:
+**      multi_token, mma, mma_bulk; every norm kernel), the rows past M
+**      masked: BUCKET. The M=1 strategies (splitk, warp_row) never serve
+**      M > 1 unless tuned at that M;
+**   4. within one bucket (the smallest tuned M' >= M of any shape), the
+**      nearest other K, N whose kernel is valid there: INFERRED;
+**   5. otherwise FALLBACK: cuBLAS (GEMV) or the built-in naive fused norm.
+** M above every tuned bucket (prefill) therefore falls back unless tuned. */
 enum atk_path {
     ATK_PATH_TUNED = 1,    /* the exact shape is tuned (its answer may be the baseline) */
     ATK_PATH_INFERRED = 2, /* the kernel of the nearest tuned shape valid for this one */
-    ATK_PATH_FALLBACK = 3  /* cuBLAS (GEMV) or the built-in naive fused norm          */
+    ATK_PATH_FALLBACK = 3, /* cuBLAS (GEMV) or the built-in naive fused norm          */
+    ATK_PATH_BUCKET = 4    /* the kernel tuned at a larger M of the same K, N         */
 };
 
 /* ------------------------------------------------------------- exported C
@@ -234,6 +247,10 @@ typedef struct atk_choice {
     unsigned grid[3], block[3], smem;
     int pdl;               /* launched with programmatic stream serialization */
     int recompiled;        /* the cubin was rebuilt with NVRTC at open */
+    int bucket;            /* BUCKET / INFERRED: the tuned M (T) that serves this call; else 0 */
+    char reason[160];      /* why, in words: "tuned", "bucket M=8 (mma, 3 tokens masked)",
+                              "validated: cuBLAS faster at M=12 (9.10 vs 8.70 us)",
+                              "fallback: no kernel reads the weights once at M=40" */
 } atk_choice;
 
 /* Fills *out for op/dtype/shape as a call would be served, without
@@ -246,8 +263,8 @@ ATK_API int atk_explain(atk_ctx *ctx, int op, int dtype, int64_t M, int64_t K, i
 
 /* ------------------------------------------------------------ statistics */
 
-/* Per op, since open or the last reset. calls = tuned + inferred + fallback
-** + missed + rejected (bad arguments). */
+/* Per op, since open or the last reset. calls = tuned + bucket + inferred
+** + fallback + missed + rejected (bad arguments). */
 typedef struct atk_op_stats {
     uint64_t calls;
     uint64_t tuned;    /* exact shape tuned */
@@ -255,6 +272,7 @@ typedef struct atk_op_stats {
     uint64_t fallback; /* cuBLAS / naive fused norm */
     uint64_t missed;   /* refused in strict mode */
     uint64_t rejected; /* ATK_ERR_USAGE */
+    uint64_t bucket;   /* the kernel of a larger tuned M of the same K, N */
 } atk_op_stats;
 
 /* Copies op's counters (a snapshot; concurrent calls may move them). */

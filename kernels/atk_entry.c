@@ -64,6 +64,10 @@ static int parse_params(const char *text, atk_params *p)
         {"TP_OP", offsetof(atk_params, op)},
         {"TP_WFP32", offsetof(atk_params, wfp32)},
         {"TP_DTYPE", offsetof(atk_params, dtype)},
+        {"TP_TOKENS", offsetof(atk_params, tokens)},
+        {"TP_MT", offsetof(atk_params, mt)},
+        {"TP_NT", offsetof(atk_params, nt)},
+        {"TP_KSPLIT", offsetof(atk_params, ksplit)},
     };
     memset(p, 0, sizeof *p);
     for (const char *s = text; *s;) {
@@ -93,10 +97,32 @@ static int cdiv(int a, int b) { return (int)(((long long)a + b - 1) / b); }
 int atk__entry_geometry(const atk_entry *e, int M, int K, int N, unsigned grid[3], unsigned block[3])
 {
     const atk_params *p = &e->p;
-    int bn, threads;
+    int bn, threads, ks = p->ksplit > 0 ? p->ksplit : 1;
     if (M < 1 || K < 1 || p->vec < 1 || K % p->vec != 0) /* vec_divides_k / vec_divides_h */
         return 0;
     switch (e->strategy) {
+    case ATK_S_GEMV_MULTI_TOKEN: /* grid {cdiv(N, W/WPR*R), cdiv(M, TOKENS), 1}, block {32 W} */
+        if (N < 1 || p->warps < 1 || p->rows < 1 || p->tokens < 1 || p->wpr < 1 || p->warps % p->wpr ||
+            cdiv(M, p->tokens) > 65535)
+            return 0;
+        bn = p->warps / p->wpr * p->rows;
+        grid[0] = (unsigned)cdiv(N, bn), grid[1] = (unsigned)cdiv(M, p->tokens), grid[2] = 1;
+        block[0] = 32u * (unsigned)p->warps, block[1] = block[2] = 1;
+        return 1;
+    case ATK_S_GEMV_MMA:      /* grid {cdiv(N, W/WPR*16*MT) * KSPLIT, cdiv(M, 8 NT), 1}, block {32 W} */
+    case ATK_S_GEMV_MMA_BULK: /* grid {cdiv(N, 16*MT) * KSPLIT, cdiv(M, 8 NT), 1}, block {32 W} */
+        if (N < 1 || p->warps < 1 || p->mt < 1 || p->nt < 1 || cdiv(M, 8 * p->nt) > 65535)
+            return 0;
+        if (e->strategy == ATK_S_GEMV_MMA && (p->wpr < 1 || p->warps % p->wpr))
+            return 0;
+        if (e->strategy == ATK_S_GEMV_MMA_BULK && K % 8)
+            return 0;
+        bn = e->strategy == ATK_S_GEMV_MMA ? p->warps / p->wpr * 16 * p->mt : 16 * p->mt;
+        if ((long long)cdiv(N, bn) * ks > INT_MAX)
+            return 0;
+        grid[0] = (unsigned)(cdiv(N, bn) * ks), grid[1] = (unsigned)cdiv(M, 8 * p->nt), grid[2] = 1;
+        block[0] = 32u * (unsigned)p->warps, block[1] = block[2] = 1;
+        return 1;
     case ATK_S_GEMV_WARP_ROW: /* grid {cdiv(N, W*R), M, 1}, block {32 W} */
     case ATK_S_GEMV_SPLITK:   /* grid {cdiv(N, W/WPR*R), M, 1}, block {32 W} */
         if (N < 1 || M > 65535 || p->warps < 1 || p->rows < 1)
@@ -137,6 +163,8 @@ int atk__entry_init(atk_entry *e, const atk_row *r, char *why, size_t len)
         int strategy, gemv;
     } kernels[] = {
         {"gemv_warp_row", ATK_S_GEMV_WARP_ROW, 1},   {"gemv_splitk", ATK_S_GEMV_SPLITK, 1},
+        {"gemv_multi_token", ATK_S_GEMV_MULTI_TOKEN, 1}, {"gemv_mma", ATK_S_GEMV_MMA, 1},
+        {"gemv_mma_bulk", ATK_S_GEMV_MMA_BULK, 1},
         {"norm_warp_rows", ATK_S_NORM_WARP_ROWS, 0}, {"norm_block_row", ATK_S_NORM_BLOCK_ROW, 0},
         {"norm_split_row", ATK_S_NORM_SPLIT_ROW, 0},
     };
@@ -159,6 +187,7 @@ int atk__entry_init(atk_entry *e, const atk_row *r, char *why, size_t len)
     snprintf(e->kernel, sizeof e->kernel, "%s", r->kernel);
     snprintf(e->params, sizeof e->params, "%s", r->params);
     snprintf(e->shape, sizeof e->shape, "%s", r->shape);
+    snprintf(e->key_sha, sizeof e->key_sha, "%s", r->key_sha);
     memcpy(e->grid, r->grid, sizeof e->grid);
     memcpy(e->block, r->block, sizeof e->block);
     e->smem = r->smem;
@@ -208,7 +237,14 @@ int atk__entry_init(atk_entry *e, const atk_row *r, char *why, size_t len)
                  "threads in range)", r->kernel, r->params, e->p.vec, e->op == ATK_OP_GEMV ? "K" : "H");
         return 0;
     }
-    e->inferable = e->strategy != ATK_S_UNKNOWN && !memcmp(g, e->grid, sizeof g) && !memcmp(b, e->block, sizeof b) &&
-                   e->smem == 0;
+    int recomputes = e->strategy != ATK_S_UNKNOWN && !memcmp(g, e->grid, sizeof g) && !memcmp(b, e->block, sizeof b);
+    /* a batch kernel serves smaller M of its own K, N: only the grid's y
+    ** (token groups) changes, and its tokens past M are masked. Across K
+    ** and N only the strategies whose validity rule above is complete (the
+    ** M=1 ones, multi_token and the norms): mma's TP_XK, TP_KSPLIT and
+    ** mma_bulk's ring are sized for their own K. */
+    e->batch = recomputes && (e->op != ATK_OP_GEMV || e->strategy == ATK_S_GEMV_MULTI_TOKEN ||
+                              e->strategy == ATK_S_GEMV_MMA || e->strategy == ATK_S_GEMV_MMA_BULK);
+    e->inferable = recomputes && e->smem == 0 && e->strategy != ATK_S_GEMV_MMA && e->strategy != ATK_S_GEMV_MMA_BULK;
     return 1;
 }

@@ -89,8 +89,12 @@ typedef struct atk_rows {
     atk_row *v;
     size_t n, cap;
     size_t total; /* rows of every GPU in the table */
+    struct atk_override *ov; /* validation overrides for this GPU (malloc'ed) */
+    size_t nov, ovcap;
 } atk_rows;
 
+/* A fresh zeroed override at the end of rows->ov (NULL when out of memory). */
+struct atk_override *atk__overrides_push(atk_rows *rows);
 /* A fresh zeroed row at the end of *rows (NULL when out of memory). */
 atk_row *atk__rows_push(atk_rows *rows);
 void atk__rows_free(atk_rows *rows);
@@ -113,8 +117,11 @@ void atk__sha256_hex(const void *data, size_t len, char hex[65]);
 enum atk_strategy_id {
     ATK_S_UNKNOWN = 0, /* a kernel this runtime does not know: exact hits only */
     ATK_S_BASELINE,    /* the tuned answer is the baseline (cuBLAS / naive norm) */
-    ATK_S_GEMV_WARP_ROW,
+    ATK_S_GEMV_WARP_ROW, /* M=1 strategies: one block row per token */
     ATK_S_GEMV_SPLITK,
+    ATK_S_GEMV_MULTI_TOKEN, /* batch strategies: each weight read once for all tokens */
+    ATK_S_GEMV_MMA,
+    ATK_S_GEMV_MMA_BULK,
     ATK_S_NORM_WARP_ROWS,
     ATK_S_NORM_BLOCK_ROW,
     ATK_S_NORM_SPLIT_ROW
@@ -123,6 +130,7 @@ enum atk_strategy_id {
 /* The TP_* values a strategy's geometry and validity read (0 when absent). */
 typedef struct atk_params {
     int vec, warps, rows, wpr, tpr, rpb, threads, split, pdl, op, wfp32, dtype;
+    int tokens, mt, nt, ksplit; /* multi_token, mma, mma_bulk */
 } atk_params;
 
 /* One loaded answer for (op, dtype, shape). */
@@ -131,12 +139,19 @@ typedef struct atk_entry {
     int M, K, N; /* norms: M = T, K = H, N = 0 */
     int strategy;
     int inferable; /* geometry recomputes to the stored one: may serve other shapes */
+    int batch;     /* a kernel that reads each weight once for all its tokens
+                      (or rows): may serve a smaller M of its own K, N */
+    int overridden; /* validation measured this answer losing at its own shape:
+                       an exact call falls back (it may still serve as a bucket) */
+    int synthetic;  /* not tuned: a validation override at a shape of its own */
+    double val_us, val_base_us; /* the override's measurement (atk, fallback) */
     atk_params p;
     unsigned grid[3], block[3], smem;
     int pdl, recompiled;
     CUmodule mod;
     CUfunction fn; /* NULL for the baseline (and in dry contexts) */
     char strategy_name[48], kernel[48], params[256], shape[64];
+    char key_sha[65]; /* the row's key digest (validation overrides name it) */
 } atk_entry;
 
 /* Parses a row's strategy and params into e (no GPU work). Returns 0 when
@@ -156,8 +171,20 @@ int atk__entry_geometry(const atk_entry *e, int M, int K, int N, unsigned grid[3
 typedef struct atk_memo_slot {
     atomic_uint state; /* 0 free, 1 being written, 2 ready (never rewritten) */
     int op, dtype, M, K, N;
-    int entry;         /* index of the inferred entry, -1: fallback */
+    int entry;         /* index of the serving entry, -1: fallback */
+    int path;          /* enum atk_path */
 } atk_memo_slot;
+
+/* What `autotune validate` measured at one call shape and found losing:
+** the runtime's choice there (the entry with key digest `chosen`, "" for
+** the fallback itself) ran at `us` where the fallback ran at `base_us`.
+** Applied at open only while the choice is still the same entry, so a
+** retuned table never inherits a stale verdict. [VALIDATION_FORMAT] */
+typedef struct atk_override {
+    int op, dtype, M, K, N;
+    char chosen[65];
+    double us, base_us;
+} atk_override;
 
 /* One cuBLAS handle. Its workspace is only ever used on one stream, the
 ** one it is bound to (first come), so two streams never share workspace
@@ -173,7 +200,7 @@ typedef struct atk_blas {
 } atk_blas;
 
 typedef struct atk_counters {
-    atomic_uint_fast64_t calls, tuned, inferred, fallback, missed, rejected;
+    atomic_uint_fast64_t calls, tuned, inferred, fallback, missed, rejected, bucket;
 } atk_counters;
 
 struct atk_ctx {
@@ -232,9 +259,19 @@ int atk__fallback_load(atk_ctx *ctx);
 int atk__blas_create(atk_ctx *ctx);
 void atk__blas_destroy(atk_ctx *ctx);
 
-/* The decision for a call: entry index >= 0, or -1 for fallback; *path. */
+/* The decision for a call: entry index >= 0, or -1; *path. An entry may be
+** returned with path FALLBACK (a validation override: the entry says why);
+** the caller launches the fallback whenever *path is FALLBACK or the entry
+** is the baseline. */
 int atk__lookup(atk_ctx *ctx, int op, int dtype, int M, int K, int N, int *path);
 int atk__index_build(atk_ctx *ctx);
+/* The rule without the memo or the overrides (validation compares with it). */
+int atk__decide(const atk_ctx *ctx, int op, int dtype, int M, int K, int N, int *path);
+/* Applies validation overrides (after the index is built): marks or adds
+** entries, rebuilds the index; reports what was applied and what was stale. */
+int atk__overrides_apply(atk_ctx *ctx, const atk_override *ov, size_t n);
+/* The report's lines listing, per shape, the tuned buckets and their kernels. */
+void atk__report_buckets(atk_ctx *ctx);
 
 /* NVRTC: compiles source (with headers) with `options` plus -D for each
 ** "TP_X=v" of params; *cubin malloc'ed. */

@@ -1,7 +1,7 @@
 /*
 ** atk_launch.c — the five calls an engine makes per step. Each validates its
 ** arguments, asks atk_lookup.c which kernel serves the shape, counts the
-** answer, and enqueues one launch: a tuned or inferred kernel (with PDL
+** answer, and enqueues one launch: a tuned, bucket or inferred kernel (with PDL
 ** when it was tuned with TP_PDL=1), cuBLAS for a GEMV fallback, the built-in
 ** naive fused kernel for a norm fallback. Nothing here allocates, waits,
 ** loads or compiles, so the calls are safe in CUDA graph capture; the only
@@ -152,7 +152,7 @@ static int choose(atk_ctx *ctx, int op, int dtype, int M, int K, int N, const vo
     atk_counters *c = &ctx->count[op];
     int demoted = 0;
     *entry = atk__lookup(ctx, op, dtype, M, K, N, path);
-    if (*entry >= 0 && !ctx->dry && ctx->entries[*entry].strategy != ATK_S_BASELINE &&
+    if (*entry >= 0 && *path != ATK_PATH_FALLBACK && !ctx->dry && ctx->entries[*entry].strategy != ATK_S_BASELINE &&
         !aligned(&ctx->entries[*entry], ptr[0], ptr[1], ptr[2], ptr[3])) {
         *entry = -1;
         *path = ATK_PATH_FALLBACK;
@@ -166,6 +166,8 @@ static int choose(atk_ctx *ctx, int op, int dtype, int M, int K, int N, const vo
     }
     if (*path == ATK_PATH_TUNED)
         INC(c->tuned);
+    else if (*path == ATK_PATH_BUCKET)
+        INC(c->bucket);
     else if (*path == ATK_PATH_INFERRED)
         INC(c->inferred);
     else
@@ -195,7 +197,7 @@ int atk_gemv(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, i
     }
     if ((st = enter(ctx, &pushed)) != ATK_OK)
         return st;
-    const atk_entry *e = entry >= 0 ? &ctx->entries[entry] : NULL;
+    const atk_entry *e = entry >= 0 && path != ATK_PATH_FALLBACK ? &ctx->entries[entry] : NULL;
     CUstream s = (CUstream)stream;
     if (!e || e->strategy == ATK_S_BASELINE) {
         st = gemv_cublas(ctx, s, dtype, (int)M, (int)K, (int)N, x, W, y);
@@ -243,7 +245,7 @@ static int norm(atk_ctx *ctx, int op, atk_stream stream, int dtype, int64_t T, i
     }
     if ((st = enter(ctx, &pushed)) != ATK_OK)
         return st;
-    const atk_entry *e = entry >= 0 ? &ctx->entries[entry] : NULL;
+    const atk_entry *e = entry >= 0 && path != ATK_PATH_FALLBACK ? &ctx->entries[entry] : NULL;
     CUdeviceptr dx = (CUdeviceptr)(uintptr_t)x, dr = (CUdeviceptr)(uintptr_t)residual,
                 dw = (CUdeviceptr)(uintptr_t)w, dy = (CUdeviceptr)(uintptr_t)y;
     int t = (int)T, h = (int)H;

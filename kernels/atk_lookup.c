@@ -1,15 +1,16 @@
 /*
-** atk_lookup.c — which kernel serves a call. An exact hit is one probe
-** sequence in an open-addressing index over (op, dtype, M, K, N), built at
-** open and never changed. A miss looks for the nearest tuned shape of the
-** same op and dtype whose kernel is valid for the asked shape (the
-** template's preconditions hold and its grid recomputes, atk_entry.c); the
-** answer, inferred or fallback, is remembered in a lock-free memo whose
-** slots are written once, so repeated calls cost a hash and a probe.
+** atk_lookup.c — which kernel serves a call (the rule is spelled out at
+** enum atk_path in atk.h). An exact hit is one probe sequence in an
+** open-addressing index over (op, dtype, M, K, N), built at open and never
+** changed. A miss looks for a larger tuned M of the same K, N whose kernel
+** reads each weight once (a bucket), then for the nearest valid K, N within
+** one bucket; the answer is remembered in a lock-free memo whose slots are
+** written once, so repeated calls cost a hash and a probe.
 */
 #include "atk_internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,32 +59,88 @@ static int exact(const atk_ctx *ctx, int op, int dtype, int M, int K, int N, uin
     }
 }
 
-/* |log2| distance between shapes: a factor of two in any dimension costs 1. */
-static double distance(const atk_entry *e, int M, int K, int N)
+/* |log2| distance between the K, N of shapes: a factor of two costs 1. */
+static double distance(const atk_entry *e, int K, int N)
 {
-    double d = fabs(log2((double)M / e->M)) + fabs(log2((double)K / e->K));
+    double d = fabs(log2((double)K / e->K));
     if (e->op == ATK_OP_GEMV)
         d += fabs(log2((double)N / e->N));
     return d;
 }
 
-/* The nearest valid inferable entry, or -1. Ties keep the first (entries
-** are sorted by op, dtype, M, K, N). */
-static int nearest(const atk_ctx *ctx, int op, int dtype, int M, int K, int N)
+/* The smallest tuned M' >= M of this op and dtype, any K, N (0: none). */
+static int bucket_of(const atk_ctx *ctx, int op, int dtype, int M)
 {
-    int best = -1;
-    double bd = 0.0;
-    unsigned g[3], b[3];
+    int best = 0;
     for (size_t i = 0; i < ctx->nentries; i++) {
         const atk_entry *e = &ctx->entries[i];
-        if (e->op != op || e->dtype != dtype || !e->inferable || !atk__entry_geometry(e, M, K, N, g, b))
-            continue;
-        double d = distance(e, M, K, N);
-        if (best < 0 || d < bd) {
+        if (e->op == op && e->dtype == dtype && !e->synthetic && e->M >= M && (!best || e->M < best))
+            best = e->M;
+    }
+    return best;
+}
+
+/* The entry of the smallest tuned M' > M of this K, N, whatever serves it
+** (-1: none). */
+static int next_tuned(const atk_ctx *ctx, int op, int dtype, int M, int K, int N)
+{
+    int best = -1;
+    for (size_t i = 0; i < ctx->nentries; i++) {
+        const atk_entry *e = &ctx->entries[i];
+        if (e->op == op && e->dtype == dtype && e->K == K && e->N == N && !e->synthetic && e->M > M &&
+            (best < 0 || e->M < ctx->entries[best].M))
             best = (int)i;
+    }
+    return best;
+}
+
+int atk__decide(const atk_ctx *ctx, int op, int dtype, int M, int K, int N, int *path)
+{
+    unsigned g[3], b[3];
+    int i = exact(ctx, op, dtype, M, K, N, mix(op, dtype, M, K, N)), best = -1;
+    if (i >= 0) {
+        *path = ATK_PATH_TUNED;
+        return i;
+    }
+    *path = ATK_PATH_FALLBACK;
+    if (ctx->flags & ATK_NO_INFER)
+        return -1;
+    /* the smallest larger M of the same K, N whose kernel reads each weight
+    ** once for all its tokens: its cost at M is at most its tuned cost */
+    for (size_t j = 0; j < ctx->nentries; j++) {
+        const atk_entry *e = &ctx->entries[j];
+        if (e->op == op && e->dtype == dtype && e->K == K && e->N == N && e->M > M && e->batch &&
+            (best < 0 || e->M < ctx->entries[best].M) && atk__entry_geometry(e, M, K, N, g, b))
+            best = (int)j;
+    }
+    if (best >= 0) {
+        *path = ATK_PATH_BUCKET;
+        return best;
+    }
+    /* the fallback won the next tuned M of this K, N: what was measured here
+    ** speaks against another shape's kernel */
+    int next = next_tuned(ctx, op, dtype, M, K, N);
+    if (next >= 0 && ctx->entries[next].strategy == ATK_S_BASELINE)
+        return -1;
+    /* within one bucket, the nearest other K, N the kernel is valid for (at
+    ** M > 1 only a kernel that reads each weight once: an M=1 strategy
+    ** tuned at M=2 serves that shape alone); ties keep the first (entries
+    ** are sorted by op, dtype, M, K, N) */
+    int mb = bucket_of(ctx, op, dtype, M);
+    double bd = 0.0;
+    for (size_t j = 0; mb && j < ctx->nentries; j++) {
+        const atk_entry *e = &ctx->entries[j];
+        if (e->op != op || e->dtype != dtype || e->M != mb || !e->inferable || (M > 1 && !e->batch) ||
+            !atk__entry_geometry(e, M, K, N, g, b))
+            continue;
+        double d = distance(e, K, N);
+        if (best < 0 || d < bd) {
+            best = (int)j;
             bd = d;
         }
     }
+    if (best >= 0)
+        *path = ATK_PATH_INFERRED;
     return best;
 }
 
@@ -94,7 +151,7 @@ int atk__lookup(atk_ctx *ctx, int op, int dtype, int M, int K, int N, int *path)
     uint64_t hash = mix(op, dtype, M, K, N);
     int i = exact(ctx, op, dtype, M, K, N, hash);
     if (i >= 0) {
-        *path = ATK_PATH_TUNED;
+        *path = ctx->entries[i].overridden ? ATK_PATH_FALLBACK : ATK_PATH_TUNED;
         return i;
     }
     if (ctx->flags & ATK_NO_INFER) {
@@ -107,23 +164,69 @@ int atk__lookup(atk_ctx *ctx, int op, int dtype, int M, int K, int N, int *path)
         atk_memo_slot *s = &ctx->memo[(h + (size_t)p) & (ATK_MEMO_SLOTS - 1)];
         unsigned state = atomic_load_explicit(&s->state, memory_order_acquire);
         if (state == 2u && s->op == op && s->dtype == dtype && s->M == M && s->K == K && s->N == N) {
-            *path = s->entry >= 0 ? ATK_PATH_INFERRED : ATK_PATH_FALLBACK;
+            *path = s->path;
             return s->entry;
         }
         if (state == 0u && !free_slot)
             free_slot = s;
     }
-    i = nearest(ctx, op, dtype, M, K, N);
-    *path = i >= 0 ? ATK_PATH_INFERRED : ATK_PATH_FALLBACK;
+    i = atk__decide(ctx, op, dtype, M, K, N, path);
     unsigned expect = 0u;
     if (free_slot && atomic_compare_exchange_strong_explicit(&free_slot->state, &expect, 1u, memory_order_acq_rel,
                                                              memory_order_relaxed)) {
         free_slot->op = op, free_slot->dtype = dtype;
         free_slot->M = M, free_slot->K = K, free_slot->N = N;
         free_slot->entry = i;
+        free_slot->path = *path;
         atomic_store_explicit(&free_slot->state, 2u, memory_order_release);
     }
     return i;
+}
+
+/* The largest tuned M of this K, N (0: none). */
+static int largest_m(const atk_ctx *ctx, int op, int dtype, int K, int N)
+{
+    int m = 0;
+    for (size_t i = 0; i < ctx->nentries; i++) {
+        const atk_entry *e = &ctx->entries[i];
+        if (e->op == op && e->dtype == dtype && e->K == K && e->N == N && !e->synthetic && e->M > m)
+            m = e->M;
+    }
+    return m;
+}
+
+/* choice->reason for a decision (see enum atk_path in atk.h). */
+static void reason(const atk_ctx *ctx, int op, int dtype, int M, int K, int N, int path, const atk_entry *e,
+                   atk_choice *out)
+{
+    const char *base = op == ATK_OP_GEMV ? "cuBLAS" : "the naive fused norm", *m = op == ATK_OP_GEMV ? "M" : "T";
+    char *r = out->reason;
+    size_t len = sizeof out->reason;
+    if (e && e->overridden) {
+        snprintf(r, len, "validated: %s faster at %s=%d (%.2f vs %.2f us for %s)", base, m, M, e->val_base_us,
+                 e->val_us, e->strategy_name);
+    } else if (path == ATK_PATH_TUNED) {
+        snprintf(r, len, e->strategy == ATK_S_BASELINE ? "tuned: %s won at this shape" : "tuned", base);
+    } else if (path == ATK_PATH_BUCKET) {
+        snprintf(r, len, "bucket %s=%d (%s, %d %s masked)", m, e->M, e->strategy_name, e->M - M,
+                 op == ATK_OP_GEMV ? (e->M - M == 1 ? "token" : "tokens") : (e->M - M == 1 ? "row" : "rows"));
+    } else if (path == ATK_PATH_INFERRED) {
+        snprintf(r, len, "inferred: %s of %s, bucket %s=%d", e->strategy_name, e->shape, m, e->M);
+    } else if (ctx->flags & ATK_NO_INFER) {
+        snprintf(r, len, "fallback: not tuned at this shape (ATK_NO_INFER)");
+    } else {
+        int top = largest_m(ctx, op, dtype, K, N);
+        if (top && M > top)
+            snprintf(r, len, "fallback: no kernel reads the weights once at %s=%d (largest tuned %s here: %d)", m, M,
+                     m, top);
+        else if (top && (top = next_tuned(ctx, op, dtype, M, K, N)) >= 0 &&
+                 ctx->entries[top].strategy == ATK_S_BASELINE)
+            snprintf(r, len, "fallback: %s won the next tuned %s here (%d)", base, m, ctx->entries[top].M);
+        else if (top >= 0)
+            snprintf(r, len, "fallback: no tuned %s >= %d here reads each weight once", m, M);
+        else
+            snprintf(r, len, "fallback: nothing tuned serves this shape");
+    }
 }
 
 int atk_explain(atk_ctx *ctx, int op, int dtype, int64_t M, int64_t K, int64_t N, atk_choice *out)
@@ -141,7 +244,10 @@ int atk_explain(atk_ctx *ctx, int op, int dtype, int64_t M, int64_t K, int64_t N
     int i = atk__lookup(ctx, op, dtype, (int)M, (int)K, (int)N, &path);
     out->path = path;
     const atk_entry *e = i >= 0 ? &ctx->entries[i] : NULL;
-    if (e && e->strategy != ATK_S_BASELINE) {
+    reason(ctx, op, dtype, (int)M, (int)K, (int)N, path, e, out);
+    if (path == ATK_PATH_BUCKET || path == ATK_PATH_INFERRED)
+        out->bucket = e->M;
+    if (e && e->strategy != ATK_S_BASELINE && path != ATK_PATH_FALLBACK) {
         out->strategy = e->strategy_name;
         out->kernel = e->kernel;
         out->params = e->params;
@@ -159,7 +265,7 @@ int atk_explain(atk_ctx *ctx, int op, int dtype, int64_t M, int64_t K, int64_t N
         out->strategy = op == ATK_OP_GEMV ? "cublas" : naive;
         out->kernel = op == ATK_OP_GEMV ? "" : naive;
         out->params = "";
-        out->from = e ? e->shape : "";
+        out->from = e && !e->synthetic ? e->shape : "";
         if (op != ATK_OP_GEMV) {
             out->grid[0] = (unsigned)M, out->grid[1] = out->grid[2] = 1;
             out->block[0] = 256, out->block[1] = out->block[2] = 1;

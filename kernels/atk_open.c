@@ -49,6 +49,7 @@ static atk_ctx *ctx_new(unsigned flags)
         atomic_init(&c->calls, 0);
         atomic_init(&c->tuned, 0);
         atomic_init(&c->inferred, 0);
+        atomic_init(&c->bucket, 0);
         atomic_init(&c->fallback, 0);
         atomic_init(&c->missed, 0);
         atomic_init(&c->rejected, 0);

@@ -31,6 +31,7 @@ void atk__rows_free(atk_rows *rows)
         if (rows->v[i].cubin_owned)
             free((void *)rows->v[i].cubin);
     free(rows->v);
+    free(rows->ov);
     memset(rows, 0, sizeof *rows);
 }
 

@@ -21,6 +21,7 @@ int atk_stats(const atk_ctx *ctx, int op, atk_op_stats *out)
     out->fallback = LOAD(c->fallback);
     out->missed = LOAD(c->missed);
     out->rejected = LOAD(c->rejected);
+    out->bucket = LOAD(c->bucket);
     atk__clear(ctx);
     return ATK_OK;
 }
@@ -37,6 +38,7 @@ void atk_stats_reset(atk_ctx *ctx)
         ZERO(c->fallback);
         ZERO(c->missed);
         ZERO(c->rejected);
+        ZERO(c->bucket);
     }
 }
 

@@ -221,7 +221,7 @@ static void check_spec(const char *path, const char *op, const char *s1, const c
             continue;
         }
         live++;
-        if (!ok || !e.inferable)
+        if (!ok || !(e.inferable || e.batch)) /* every live candidate may serve another shape */
             continue;
         unsigned g[3], b[3];
         if (!c2[i].pruned_by[0] &&
@@ -245,6 +245,8 @@ static void test_geometry_matches_specs(void)
 {
     check_spec("search/gemv.lua", "gemv", "1x2048x8192", "3x2056x5000");
     check_spec("search/gemv.lua", "gemv", "1x6144x32", "16x6144x2048");
+    check_spec("search/gemv.lua", "gemv", "8x2048x5120", "3x2048x5120"); /* multi_token, mma, mma_bulk */
+    check_spec("search/gemv.lua", "gemv", "16x2048x32", "5x2048x32");
     check_spec("search/rmsnorm.lua", "rmsnorm", "1x2048", "512x2048");
     check_spec("search/add_rmsnorm.lua", "add_rmsnorm", "16x4096", "4x4096");
     check_spec("search/gemma_rmsnorm.lua", "gemma_rmsnorm", "4x2560", "128x2560");
@@ -296,8 +298,11 @@ static void test_inferred_and_fallback(void)
     CHECK_EQ_INT(ch.path, ATK_PATH_INFERRED);
     CHECK(!strcmp(ch.from, "1x2048x8192") && !strcmp(ch.kernel, "gemv_splitk"));
     CHECK(ch.grid[0] == 219 && ch.grid[1] == 1 && ch.grid[2] == 1 && ch.block[0] == 512 && ch.pdl == 1);
-    ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 4, 2048, 8192); /* M > 1: grid.y = M */
-    CHECK(ch.path == ATK_PATH_INFERRED && ch.grid[0] == 256 && ch.grid[1] == 4);
+    /* M > 1 with only M=1 (splitk) tuned: the M=1 kernel would read the
+    ** weights once per token, so cuBLAS serves it */
+    ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 4, 2048, 8192);
+    CHECK(ch.path == ATK_PATH_FALLBACK && !strcmp(ch.strategy, "cublas") && ch.bucket == 0);
+    CHECK_STR_HAS(ch.reason, "no kernel reads the weights once at M=4 (largest tuned M here: 1)");
     ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 2048, 1500); /* near 2048: warp_row, block_n 16 */
     CHECK(ch.path == ATK_PATH_INFERRED && !strcmp(ch.from, "1x2048x2048") && ch.grid[0] == 94 && ch.pdl == 0);
     /* K not a multiple of TP_VEC=8: no tuned kernel is valid -> cuBLAS */
@@ -318,10 +323,20 @@ static void test_inferred_and_fallback(void)
     ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 2048, 40);
     CHECK(ch.path == ATK_PATH_INFERRED && !strcmp(ch.from, "1x2048x2048"));
     /* norms */
+    /* norms: within T=1, another H; T above every tuned T falls back */
+    ch = explain(ctx, ATK_OP_RMSNORM, ATK_BF16, 1, 4096, 0);
+    CHECK(ch.path == ATK_PATH_INFERRED && !strcmp(ch.from, "1x2048") && ch.grid[0] == 1 && ch.block[0] == 256);
+    CHECK(ch.bucket == 1 && strstr(ch.reason, "inferred: block_row of 1x2048") != NULL);
     ch = explain(ctx, ATK_OP_RMSNORM, ATK_BF16, 16, 4096, 0);
-    CHECK(ch.path == ATK_PATH_INFERRED && !strcmp(ch.from, "1x2048") && ch.grid[0] == 16 && ch.block[0] == 256);
+    CHECK(ch.path == ATK_PATH_FALLBACK && !strcmp(ch.kernel, "norm_naive"));
     ch = explain(ctx, ATK_OP_ADD_RMSNORM, ATK_BF16, 9, 2048, 0);
-    CHECK(ch.path == ATK_PATH_INFERRED && ch.grid[0] == 3 && ch.block[0] == 128);
+    CHECK(ch.path == ATK_PATH_FALLBACK && ch.grid[0] == 9 && ch.block[0] == 256);
+    CHECK_STR_HAS(ch.reason, "at T=9 (largest tuned T here: 4)");
+    /* T=3 of H=2048: the T=4 kernel (warp_rows, 4 rows a block), one row masked */
+    ch = explain(ctx, ATK_OP_ADD_RMSNORM, ATK_BF16, 3, 2048, 0);
+    CHECK(ch.path == ATK_PATH_BUCKET && ch.bucket == 4 && !strcmp(ch.from, "4x2048") && ch.grid[0] == 1 &&
+          ch.block[0] == 128);
+    CHECK_STR_HAS(ch.reason, "bucket T=4 (warp_rows, 1 row masked)");
     ch = explain(ctx, ATK_OP_RMSNORM, ATK_BF16, 3, 2047, 0); /* H % 8 != 0 */
     CHECK(ch.path == ATK_PATH_FALLBACK && !strcmp(ch.kernel, "norm_naive") && ch.grid[0] == 3 &&
           ch.block[0] == 256);
@@ -385,7 +400,7 @@ static void test_strict_and_stats(void)
     CHECK_EQ_INT(atk_stats(ctx, ATK_OP_GEMV, &s), ATK_OK);
     CHECK(s.calls == 9 && s.tuned == 5 && s.inferred == 1 && s.fallback == 1 && s.missed == 0 && s.rejected == 2);
     CHECK_EQ_INT(atk_stats(ctx, ATK_OP_ADD_RMSNORM, &s), ATK_OK);
-    CHECK(s.calls == 2 && s.tuned == 1 && s.inferred == 1);
+    CHECK(s.calls == 2 && s.tuned == 1 && s.inferred == 0 && s.fallback == 1 && s.bucket == 0);
     CHECK_EQ_INT(atk_stats(ctx, ATK_OP_GEMMA_RMSNORM, &s), ATK_OK);
     CHECK(s.calls == 1 && s.fallback == 1);
     CHECK_EQ_INT(atk_stats(ctx, ATK_OP_ADD_GEMMA_RMSNORM, &s), ATK_OK);
@@ -691,6 +706,116 @@ static void test_c_table(void)
     CHECK_STR_HAS(text, "loaded 7 of 8 path 2 gemv_splitk grid 219 src gemv/gemv_splitk.cu");
 }
 
+/* ------------------------------------------------------------- buckets */
+
+#define MT2_2048 "TP_WARPS=8 TP_WPR=8 TP_ROWS=1 TP_TOKENS=2 TP_VEC=8 TP_UNROLL=1 TP_CACHE=1 TP_PDL=1"
+#define MMA_NT1 "TP_WARPS=4 TP_WPR=4 TP_KSPLIT=1 TP_MT=1 TP_NT=1 TP_VEC=8 TP_UNROLL=4 TP_STAGES=2 TP_CACHE=1 TP_PDL=1"
+#define MMA_NT2 "TP_WARPS=4 TP_WPR=4 TP_KSPLIT=1 TP_MT=1 TP_NT=2 TP_VEC=8 TP_UNROLL=2 TP_STAGES=2 TP_CACHE=1 TP_PDL=1"
+
+/* 2048x8192 tuned at M = 1 (splitk), 2 (multi_token), 4, 8 (mma), 16 (mma,
+** two token tiles); 6144x2048 at M = 1 and 8 only, its M=8 won by cuBLAS;
+** 2048x2048 at M = 4 (multi_token, 4 tokens: valid across K and N);
+** 2048x5120 at M = 2 (splitk: an M=1 strategy tuned at M=2). */
+static void build_bucket_cache(const char *path)
+{
+    at_cache *c = NULL;
+    unlink(path);
+    CHECK_EQ_INT(at_cache_open(path, &c), AT_OK);
+    if (!c)
+        return;
+    at_cache_put_device(c, &H200_INFO);
+    at_key k = key_for(&H200_INFO, "gemv", "1x2048x8192", AT_BF16);
+    put_kernel(c, &k, "splitk", "gemv_splitk", "gemv/gemv_splitk.cu", SPLITK_8192, 256, 1, 512, 7.9);
+    k = key_for(&H200_INFO, "gemv", "2x2048x8192", AT_BF16);
+    put_kernel(c, &k, "multi_token", "gemv_multi_token", "gemv/gemv_multi_token.cu", MT2_2048, 8192, 1, 256, 8.2);
+    const char *mma_m[] = {"4x2048x8192", "8x2048x8192"};
+    for (int i = 0; i < 2; i++) {
+        k = key_for(&H200_INFO, "gemv", mma_m[i], AT_BF16);
+        put_kernel(c, &k, "mma", "gemv_mma", "gemv/gemv_mma.cu", MMA_NT1, 512, 1, 128, 8.3 + i);
+    }
+    k = key_for(&H200_INFO, "gemv", "16x2048x8192", AT_BF16);
+    put_kernel(c, &k, "mma", "gemv_mma", "gemv/gemv_mma.cu", MMA_NT2, 512, 1, 128, 9.3);
+    k = key_for(&H200_INFO, "gemv", "1x6144x2048", AT_BF16);
+    put_kernel(c, &k, "splitk", "gemv_splitk", "gemv/gemv_splitk.cu", SPLITK_8192, 64, 1, 512, 6.3);
+    k = key_for(&H200_INFO, "gemv", "8x6144x2048", AT_BF16);
+    put_baseline(c, &k);
+    k = key_for(&H200_INFO, "gemv", "4x2048x2048", AT_BF16);
+    put_kernel(c, &k, "multi_token", "gemv_multi_token", "gemv/gemv_multi_token.cu",
+               "TP_WARPS=4 TP_WPR=1 TP_ROWS=2 TP_TOKENS=4 TP_VEC=8 TP_UNROLL=1 TP_CACHE=1 TP_PDL=1", 256, 1, 128,
+               3.0);
+    k = key_for(&H200_INFO, "gemv", "2x2048x5120", AT_BF16);
+    put_kernel(c, &k, "splitk", "gemv_splitk", "gemv/gemv_splitk.cu", SPLITK_8192, 160, 2, 512, 6.1);
+    at_cache_close(c);
+}
+
+static void test_buckets(void)
+{
+    char db[128];
+    build_bucket_cache(tpath(db, sizeof db, "buckets.db"));
+    atk_ctx *ctx = open_dry(db, 0);
+    if (!ctx)
+        return;
+    CHECK_STR_HAS(atk_report(ctx), "buckets gemv bf16 2048x8192: M=1 splitk, M=2 multi_token (serves smaller), "
+                                   "M=4 mma (serves smaller), M=8 mma (serves smaller), M=16 mma (serves smaller); "
+                                   "above 16: fallback");
+    CHECK_STR_HAS(atk_report(ctx), "buckets gemv bf16 6144x2048: M=1 splitk, M=8 cublas; above 8: fallback");
+    /* M=3 gets the M=4 kernel, its grid recomputed (one token tile) */
+    atk_choice ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 3, 2048, 8192);
+    CHECK(ch.path == ATK_PATH_BUCKET && ch.bucket == 4 && !strcmp(ch.from, "4x2048x8192") &&
+          !strcmp(ch.kernel, "gemv_mma") && ch.grid[0] == 512 && ch.grid[1] == 1 && ch.block[0] == 128);
+    CHECK_STR_HAS(ch.reason, "bucket M=4 (mma, 1 token masked)");
+    ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 5, 2048, 8192);
+    CHECK(ch.path == ATK_PATH_BUCKET && ch.bucket == 8);
+    CHECK_STR_HAS(ch.reason, "bucket M=8 (mma, 3 tokens masked)");
+    ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 12, 2048, 8192);
+    CHECK(ch.path == ATK_PATH_BUCKET && ch.bucket == 16 && ch.grid[1] == 1);
+    ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 16, 2048, 8192);
+    CHECK(ch.path == ATK_PATH_TUNED && !strcmp(ch.reason, "tuned"));
+    /* above the largest bucket (prefill): cuBLAS */
+    ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 40, 2048, 8192);
+    CHECK(ch.path == ATK_PATH_FALLBACK && !strcmp(ch.strategy, "cublas"));
+    CHECK_STR_HAS(ch.reason, "no kernel reads the weights once at M=40 (largest tuned M here: 16)");
+    /* 6144x2048: between M=1 (splitk) and M=8 (cuBLAS won) nothing reads once */
+    for (int m = 2; m <= 9; m++) {
+        ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, m, 6144, 2048);
+        CHECK_EQ_INT(ch.path, m == 8 ? ATK_PATH_TUNED : ATK_PATH_FALLBACK);
+        CHECK(!strcmp(ch.strategy, "cublas"));
+    }
+    /* an M=1 strategy tuned at M=2 serves M=2 only */
+    CHECK_EQ_INT(explain(ctx, ATK_OP_GEMV, ATK_BF16, 2, 2048, 5120).path, ATK_PATH_TUNED);
+    ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 2048, 5120); /* M=1: the M=1 bucket, from 8192 */
+    CHECK(ch.path == ATK_PATH_INFERRED && !strcmp(ch.from, "1x2048x8192") && ch.bucket == 1);
+    /* within one bucket across K, N: M=3 of 2048x3000 is in bucket M=4, where
+    ** only the multi_token kernel of 2048x2048 is valid across shapes (mma's
+    ** is sized for its own K) */
+    ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 3, 2048, 3000);
+    CHECK(ch.path == ATK_PATH_INFERRED && !strcmp(ch.from, "4x2048x2048") && ch.bucket == 4 && ch.grid[0] == 375);
+    /* no M > 1 call is ever served by an M=1 strategy it was not tuned at */
+    const int kn[][2] = {{2048, 8192}, {6144, 2048}, {2048, 2048}, {2048, 5120}, {2048, 3000}, {4096, 1000}};
+    int wrong = 0;
+    for (size_t i = 0; i < sizeof kn / sizeof kn[0]; i++)
+        for (int m = 2; m <= 64; m++) {
+            ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, m, kn[i][0], kn[i][1]);
+            if ((!strcmp(ch.strategy, "splitk") || !strcmp(ch.strategy, "warp_row")) &&
+                !(ch.path == ATK_PATH_TUNED && m == 2 && kn[i][1] == 5120))
+                wrong++, printf("  M=%d %dx%d: %s\n", m, kn[i][0], kn[i][1], ch.reason);
+            if (m > 16 && ch.path != ATK_PATH_FALLBACK)
+                wrong++, printf("  M=%d %dx%d: %s\n", m, kn[i][0], kn[i][1], ch.reason);
+        }
+    CHECK_EQ_INT(wrong, 0);
+    atk_close(ctx);
+
+    /* the same decisions with the kernels of a JSON export and a compiled C table */
+    char js[128];
+    CHECK_EQ_INT(at_table_export_file(db, NULL, 1, AT_TABLE_JSON, tpath(js, sizeof js, "buckets.json")), AT_OK);
+    ctx = open_dry(js, 0);
+    if (ctx) {
+        ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 3, 2048, 8192);
+        CHECK(ch.path == ATK_PATH_BUCKET && ch.bucket == 4);
+    }
+    atk_close(ctx);
+}
+
 /* --------------------------------------------------------------- threads */
 
 typedef struct worker {
@@ -750,7 +875,15 @@ static void test_threads(void)
     CHECK_EQ_INT((long)g.tuned, THREADS * ROUNDS);
     CHECK_EQ_INT((long)g.inferred, THREADS * ROUNDS);
     CHECK_EQ_INT((long)g.fallback, THREADS * ROUNDS);
-    CHECK_EQ_INT((long)(n.tuned + n.inferred), THREADS * ROUNDS);
+    /* T = 1 + r % 64 of H=2048, where T=4 is tuned: T 1..3 from its bucket */
+    long want_bucket = 0, want_tuned = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        want_bucket += 1 + r % 64 < 4;
+        want_tuned += 1 + r % 64 == 4;
+    }
+    CHECK_EQ_INT((long)n.bucket, THREADS * want_bucket);
+    CHECK_EQ_INT((long)n.tuned, THREADS * want_tuned);
+    CHECK_EQ_INT((long)(n.tuned + n.bucket + n.fallback), THREADS * ROUNDS);
     atk_close(ctx);
 }
 
@@ -843,6 +976,7 @@ int main(void)
     TT_RUN(test_naive_winner_is_the_builtin);
     TT_RUN(test_json_table);
     TT_RUN(test_c_table);
+    TT_RUN(test_buckets);
     TT_RUN(test_threads);
     TT_RUN(test_lookup_cost);
     char cmd[128];
