@@ -63,6 +63,11 @@ typedef struct at_shape {
 int at_shape_parse(const char *text, int rank, at_shape *out);
 /* Writes "MxKxN" / "TxH" into buf (always NUL-terminated). */
 void at_shape_format(const at_shape *s, char *buf, size_t len);
+/* A shape or a range of batch buckets: "LO..HIxKxN" ("LO..HIxH") is LO,
+** every power of two between, and HI, e.g. 1..16x2048x8192 is M = 1, 2, 4,
+** 8, 16 and 3..12x2048 is T = 3, 4, 8, 12; a plain shape is one bucket.
+** Fills out[0..*n) (at most max). AT_ERR_USAGE naming the problem. */
+int at_shape_buckets(const char *text, int rank, at_shape *out, int max, int *n);
 
 /* ---------------------------------------------------------------- dtypes */
 

@@ -19,6 +19,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Buckets one --shape LO..HI range may name (1..65535: 17). */
+#define AT_MAX_BUCKETS 32
+
 #ifndef AT_SOURCE_DIR
 #define AT_SOURCE_DIR "."
 #endif
@@ -49,6 +52,11 @@ static void usage(FILE *f)
         "  --op OP          gemv, rmsnorm, add_rmsnorm, gemma_rmsnorm, add_gemma_rmsnorm\n"
         "  --shape SHAPE    MxKxN for gemv: M tokens, K inputs, N outputs,\n"
         "                   y[M,N] = x[M,K] . W[N,K]^T (W row-major, as nn.Linear)\n"
+        "                   LO..HIxKxN tunes the batch buckets LO, every power of\n"
+        "                   two between, and HI: 1..16x2048x8192 is M = 1, 2, 4, 8,\n"
+        "                   16. The runtime serves an untuned M from the next larger\n"
+        "                   bucket whose kernel reads each weight once (tokens past\n"
+        "                   M masked), else cuBLAS; above HI, cuBLAS\n"
         "                   TxH for the norm ops: T tokens, H hidden;\n"
         "                   y = x * rsqrt(mean(x^2) + eps) * w (gemma: * (1 + w));\n"
         "                   add_*: z = x + residual is written back into residual\n"
@@ -99,6 +107,9 @@ static void usage(FILE *f)
         "  import FILE      bring a JSON table into the cache (faster entry wins)\n"
         "  merge OTHER.db   bring in every winner of another cache (faster wins)\n"
         "  show [--device NAME]  what is tuned, per GPU\n"
+        "  validate [--db F] [--m LO..HI]  on the GPU, the runtime's choice at every M\n"
+        "                   of every tuned shape against its fallback; stores\n"
+        "                   overrides where the choice lost\n"
         "\n"
         "Environment: AUTOTUNE_HOME, a folder holding search/ and templates/.\n"
         "\n"
@@ -245,6 +256,65 @@ static int suite_command(at_search_opts *o, const char *suite, const char *only,
     return at_suite_main(&c);
 }
 
+/* --shape LO..HIx...: one tune per bucket, in order, each stored as it
+** finishes (an interrupt keeps the finished ones); then a line per bucket. */
+static int buckets_command(at_search_opts *o, const at_shape *buckets, int n, int top, const char *db, int json)
+{
+    char shape[64];
+    int rc = AT_OK, rcs[AT_MAX_BUCKETS];
+    double us[AT_MAX_BUCKETS], base[AT_MAX_BUCKETS];
+    char winner[AT_MAX_BUCKETS][96];
+    int done = 0;
+    if (json)
+        fputs("[", stdout);
+    for (int i = 0; i < n && !(o->interrupt && *o->interrupt); i++) {
+        at_search_result res;
+        o->shape = buckets[i];
+        rcs[i] = at_search_run(o, &res);
+        if (json) {
+            if (i)
+                fputs(",", stdout);
+            at_report_json(stdout, o, &res, db, rcs[i]);
+        } else if (rcs[i] == AT_OK || res.nrows > 0 || res.from_cache) {
+            at_report_text(stdout, o, &res, top, db);
+            fputs("\n", stdout);
+        }
+        us[i] = res.winner.us, base[i] = res.winner.baseline_us;
+        snprintf(winner[i], sizeof winner[i], "%s", res.winner.strategy);
+        at_search_result_free(&res);
+        done++;
+        if (rcs[i] != AT_OK) {
+            fprintf(stderr, "autotune: %s\n", at_errmsg());
+            if (rc == AT_OK)
+                rc = rcs[i];
+            if (rcs[i] == AT_ERR_INTERRUPTED || rcs[i] == AT_ERR_CUDA_STICKY || rcs[i] == AT_ERR_NOGPU)
+                break;
+        }
+    }
+    if (json) {
+        fputs("]\n", stdout);
+        return rc;
+    }
+    if (o->dry_run) {
+        printf("buckets %s: %d (dry run, nothing timed)\n", o->op, done);
+        return rc;
+    }
+    printf("buckets %s: %d of %d tuned\n", o->op, done, n);
+    for (int i = 0; i < done; i++) {
+        at_shape_format(&buckets[i], shape, sizeof shape);
+        if (rcs[i] == AT_OK)
+            printf("  %-18s %9.2f us  %s %9.2f us  %5.2fx  %s\n", shape, us[i], o->shape.rank == 3 ? "cuBLAS" : "naive",
+                   base[i], us[i] > 0 ? base[i] / us[i] : 0.0, winner[i]);
+        else
+            printf("  %-18s failed: %s\n", shape, at_errstr(rcs[i]));
+    }
+    printf("  an untuned %s between two buckets is served by the next larger one's kernel when it reads each\n"
+           "  weight once (tokens past %s masked), else by the fallback; above the largest: the fallback.\n"
+           "  `autotune validate` measures that choice at every %s before a table ships.\n",
+           o->shape.rank == 3 ? "M" : "T", o->shape.rank == 3 ? "M" : "T", o->shape.rank == 3 ? "M" : "T");
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     /* export / import / merge / show: tables, in table.c */
@@ -368,8 +438,11 @@ int main(int argc, char **argv)
                            "op %s takes an MxKxN shape, e.g. 1x2048x8192; '%s' is a TxH (norm) shape", o.op,
                            shape_text),
                    json);
-    if ((rc = at_shape_parse(shape_text, op->rank, &o.shape)) != AT_OK)
+    at_shape buckets[AT_MAX_BUCKETS];
+    int nbuckets = 0;
+    if ((rc = at_shape_buckets(shape_text, op->rank, buckets, AT_MAX_BUCKETS, &nbuckets)) != AT_OK)
         return die(rc, json);
+    o.shape = buckets[0];
     if (o.eps != 0.0 && op->rank != 2)
         return die(at_fail(AT_ERR_USAGE, "--eps applies to the norm ops, not %s", o.op), json);
     if (o.arch && !o.dry_run)
@@ -400,6 +473,8 @@ int main(int argc, char **argv)
     o.interrupt = &interrupt_flag;
     signal(SIGINT, on_sigint);
 
+    if (nbuckets > 1)
+        return buckets_command(&o, buckets, nbuckets, top, db, json);
     at_search_result res;
     rc = at_search_run(&o, &res);
     if (json) {

@@ -7,6 +7,7 @@
 #include "autotune.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Reads one decimal dimension at *p; advances *p past it. */
@@ -82,4 +83,52 @@ void at_shape_format(const at_shape *s, char *buf, size_t len)
         snprintf(buf, len, "%lldx%lldx%lld", (long long)s->M, (long long)s->K, (long long)s->N);
     else
         snprintf(buf, len, "%lldx%lld", (long long)s->M, (long long)s->K);
+}
+
+/* "A..B" at the head of text: 1 with *lo, *hi and *rest (past the range),
+** 0 when text does not start with a range. */
+static int range_head(const char *text, int64_t *lo, int64_t *hi, const char **rest)
+{
+    const char *p = text, *q;
+    if (!(q = strstr(text, "..")))
+        return 0;
+    for (; p < q; p++)
+        if (*p < '0' || *p > '9')
+            return 0;
+    *lo = strtoll(text, NULL, 10);
+    *hi = strtoll(q + 2, (char **)rest, 10);
+    return 1;
+}
+
+int at_shape_buckets(const char *text, int rank, at_shape *out, int max, int *n)
+{
+    int64_t lo = 0, hi = 0;
+    const char *rest = NULL;
+    char one[96];
+    int rc;
+    *n = 0;
+    if (!text || !range_head(text, &lo, &hi, &rest)) {
+        if ((rc = at_shape_parse(text, rank, &out[0])) == AT_OK)
+            *n = 1;
+        return rc;
+    }
+    if (lo < 1 || hi <= lo || hi > 65535 || !rest || (*rest != 'x' && *rest != 'X'))
+        return at_fail(AT_ERR_USAGE,
+                       "bad shape '%s': a range of %s is LO..HI with 1 <= LO < HI <= 65535, e.g. %s", text,
+                       rank == 3 ? "M" : "T", rank == 3 ? "1..16x2048x8192" : "1..16x2048");
+    /* LO, the powers of two between, HI */
+    for (int64_t m = lo;;) {
+        if (*n == max)
+            return at_fail(AT_ERR_USAGE, "bad shape '%s': more than %d buckets", text, max);
+        snprintf(one, sizeof one, "%lld%s", (long long)m, rest);
+        if ((rc = at_shape_parse(one, rank, &out[*n])) != AT_OK)
+            return rc;
+        (*n)++;
+        if (m == hi)
+            return AT_OK;
+        int64_t p = 1;
+        while (p <= m)
+            p *= 2;
+        m = p < hi ? p : hi;
+    }
 }
