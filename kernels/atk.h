@@ -83,7 +83,9 @@ enum atk_flags {
                                   ATK_ERR_MISS and launches nothing (tests)   */
     ATK_NO_INFER = 1u << 2,    /* never borrow a nearby shape's kernel        */
     ATK_NO_NVRTC = 1u << 3,    /* never recompile a cubin that does not load  */
-    ATK_SAME_DRIVER = 1u << 4  /* only entries tuned under the present driver */
+    ATK_SAME_DRIVER = 1u << 4, /* only entries tuned under the present driver */
+    ATK_NO_OVERRIDES = 1u << 5 /* ignore validation overrides: the table as
+                                  tuned (what `autotune validate` measures) */
 };
 
 /* How a call was (or would be) served. The dispatch rule, in order:
@@ -251,6 +253,9 @@ typedef struct atk_choice {
     char reason[160];      /* why, in words: "tuned", "bucket M=8 (mma, 3 tokens masked)",
                               "validated: cuBLAS faster at M=12 (9.10 vs 8.70 us)",
                               "fallback: no kernel reads the weights once at M=40" */
+    const char *key;       /* key digest of the table entry behind the choice (the tuned
+                              kernel, or the tuned shape whose answer is the fallback);
+                              "" when no entry is involved */
 } atk_choice;
 
 /* Fills *out for op/dtype/shape as a call would be served, without

@@ -135,7 +135,7 @@ int atk__ctx_build(atk_ctx *ctx, atk_rows *rows, atk_sources *src)
     }
     for (size_t i = 0; i < ATK_MEMO_SLOTS; i++)
         atomic_init(&ctx->memo[i].state, 0u);
-    if ((st = atk__overrides_apply(ctx, rows->ov, rows->nov)) != ATK_OK)
+    if (!(ctx->flags & ATK_NO_OVERRIDES) && (st = atk__overrides_apply(ctx, rows->ov, rows->nov)) != ATK_OK)
         goto done;
     atk__report_buckets(ctx);
 done:

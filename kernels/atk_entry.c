@@ -31,8 +31,7 @@ static int parse_dim(const char **s, int *out)
     return 1;
 }
 
-/* "MxKxN" (rank 3) or "TxH" (rank 2), canonical only. */
-static int parse_shape(const char *text, int rank, int d[3])
+int atk__parse_shape(const char *text, int rank, int d[3])
 {
     const char *p = text;
     d[2] = 0;
@@ -178,7 +177,7 @@ int atk__entry_init(atk_entry *e, const atk_row *r, char *why, size_t len)
         snprintf(why, len, "dtype '%s' is not one atk launches", r->dtype);
         return 0;
     }
-    if (!parse_shape(r->shape, e->op == ATK_OP_GEMV ? 3 : 2, d)) {
+    if (!atk__parse_shape(r->shape, e->op == ATK_OP_GEMV ? 3 : 2, d)) {
         snprintf(why, len, "shape '%s' is not a canonical %s", r->shape, e->op == ATK_OP_GEMV ? "MxKxN" : "TxH");
         return 0;
     }

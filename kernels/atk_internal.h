@@ -145,6 +145,7 @@ typedef struct atk_entry {
                        an exact call falls back (it may still serve as a bucket) */
     int synthetic;  /* not tuned: a validation override at a shape of its own */
     double val_us, val_base_us; /* the override's measurement (atk, fallback) */
+    int val_wrong;              /* the override's verdict: wrong, not slower */
     atk_params p;
     unsigned grid[3], block[3], smem;
     int pdl, recompiled;
@@ -184,7 +185,19 @@ typedef struct atk_override {
     int op, dtype, M, K, N;
     char chosen[65];
     double us, base_us;
+    int wrong; /* the choice failed the correctness check (else it was slower) */
 } atk_override;
+
+/* "MxKxN" (rank 3) or "TxH" (rank 2), canonical only: 1 and d[], else 0. */
+int atk__parse_shape(const char *text, int rank, int d[3]);
+/* A stored validation row of GPU (name, cc, sms) into rows->ov when its
+** verdict makes it an override ("slower", "wrong"); other rows, rows of
+** another GPU and rows that do not parse are skipped. ATK_OK or NOMEM. */
+int atk__override_row(atk_rows *rows, const char *name, int cc, int sms, const char *device, int dcc, int dsms,
+                      const char *op, const char *dtype, const char *shape, const char *chosen,
+                      const char *verdict, double us, double base_us);
+/* The validations table of an autotune SQLite cache (absent: none). */
+int atk__read_sqlite_overrides(const char *path, const char *name, int cc, int sms, atk_rows *rows);
 
 /* One cuBLAS handle. Its workspace is only ever used on one stream, the
 ** one it is bound to (first come), so two streams never share workspace

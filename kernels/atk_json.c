@@ -116,6 +116,28 @@ static int read_doc(const char *path, const at_json *root, const char *name, int
                 return st;
         }
         d.where[base] = '\0';
+        const at_json *vals = at_json_member(dev, "validations");
+        if (vals && vals->type != AT_JSON_ARRAY)
+            return at_json_fail(&d, "validations", "expected an array");
+        for (size_t j = 0; vals && j < vals->count; j++) {
+            const at_json *v = &vals->items[j];
+            char op[24], dtype[16], shape[64], chosen[65], verdict[16];
+            double us = 0.0, base_us = 0.0;
+            snprintf(d.where + base, sizeof d.where - base, ".validations[%zu]", j);
+            if (v->type != AT_JSON_OBJECT)
+                return at_json_fail(&d, NULL, "expected an object");
+            if ((st = at_json_get_string(&d, v, "op", op, sizeof op)) ||
+                (st = at_json_get_string(&d, v, "dtype", dtype, sizeof dtype)) ||
+                (st = at_json_get_string(&d, v, "shape", shape, sizeof shape)) ||
+                (st = at_json_get_string(&d, v, "chosen", chosen, sizeof chosen)) ||
+                (st = at_json_get_string(&d, v, "verdict", verdict, sizeof verdict)) ||
+                (st = at_json_get_number(&d, v, "us", &us)) ||
+                (st = at_json_get_number(&d, v, "baseline_us", &base_us)) ||
+                (st = atk__override_row(rows, name, cc, sms, dname, cc, dsms, op, dtype, shape, chosen, verdict, us,
+                                        base_us)))
+                return st;
+        }
+        d.where[base] = '\0';
     }
     return 0;
 }

@@ -202,7 +202,9 @@ static void reason(const atk_ctx *ctx, int op, int dtype, int M, int K, int N, i
     const char *base = op == ATK_OP_GEMV ? "cuBLAS" : "the naive fused norm", *m = op == ATK_OP_GEMV ? "M" : "T";
     char *r = out->reason;
     size_t len = sizeof out->reason;
-    if (e && e->overridden) {
+    if (e && e->overridden && e->val_wrong) {
+        snprintf(r, len, "validated: %s was wrong at %s=%d; %s serves it", e->strategy_name, m, M, base);
+    } else if (e && e->overridden) {
         snprintf(r, len, "validated: %s faster at %s=%d (%.2f vs %.2f us for %s)", base, m, M, e->val_base_us,
                  e->val_us, e->strategy_name);
     } else if (path == ATK_PATH_TUNED) {
@@ -245,6 +247,7 @@ int atk_explain(atk_ctx *ctx, int op, int dtype, int64_t M, int64_t K, int64_t N
     out->path = path;
     const atk_entry *e = i >= 0 ? &ctx->entries[i] : NULL;
     reason(ctx, op, dtype, (int)M, (int)K, (int)N, path, e, out);
+    out->key = e && !e->synthetic ? e->key_sha : "";
     if (path == ATK_PATH_BUCKET || path == ATK_PATH_INFERRED)
         out->bucket = e->M;
     if (e && e->strategy != ATK_S_BASELINE && path != ATK_PATH_FALLBACK) {

@@ -26,8 +26,12 @@ static int looks_json(const char *path)
 static int read_any(const char *path, const atk_table *t, const char *name, int cc, int sms, atk_rows *rows)
 {
     if (path)
-        return looks_json(path) ? atk__read_json(path, name, cc, sms, rows)
-                                : atk__read_sqlite(path, name, cc, sms, rows);
+    {
+        if (looks_json(path))
+            return atk__read_json(path, name, cc, sms, rows);
+        int st = atk__read_sqlite(path, name, cc, sms, rows);
+        return st == ATK_OK ? atk__read_sqlite_overrides(path, name, cc, sms, rows) : st;
+    }
     return atk__read_table(t, name, cc, sms, rows);
 }
 

@@ -27,6 +27,24 @@ atk_override *atk__overrides_push(atk_rows *rows)
     return o;
 }
 
+int atk__override_row(atk_rows *rows, const char *name, int cc, int sms, const char *device, int dcc, int dsms,
+                      const char *op, const char *dtype, const char *shape, const char *chosen,
+                      const char *verdict, double us, double base_us)
+{
+    int o = atk__op_parse(op), dt = atk__dtype_parse(dtype), d[3];
+    int wrong = !strcmp(verdict, "wrong");
+    if (strcmp(device, name) || dcc != cc || dsms != sms || (!wrong && strcmp(verdict, "slower")) || o < 0 ||
+        dt < 0 || !atk__parse_shape(shape, o == ATK_OP_GEMV ? 3 : 2, d) || strlen(chosen) != 64)
+        return ATK_OK;
+    atk_override *v = atk__overrides_push(rows);
+    if (!v)
+        return atk__fail(NULL, ATK_ERR_NOMEM, "atk: out of memory");
+    v->op = o, v->dtype = dt, v->M = d[0], v->K = d[1], v->N = o == ATK_OP_GEMV ? d[2] : 0;
+    snprintf(v->chosen, sizeof v->chosen, "%s", chosen);
+    v->us = us, v->base_us = base_us, v->wrong = wrong;
+    return ATK_OK;
+}
+
 static void shape_text(char *buf, size_t len, int op, int M, int K, int N)
 {
     if (op == ATK_OP_GEMV)
@@ -87,7 +105,7 @@ int atk__overrides_apply(atk_ctx *ctx, const atk_override *ov, size_t n)
         if (t->overridden)
             continue; /* a duplicate: the first one holds */
         t->overridden = 1;
-        t->val_us = o->us, t->val_base_us = o->base_us;
+        t->val_us = o->us, t->val_base_us = o->base_us, t->val_wrong = o->wrong;
         applied++;
     }
     if (applied)

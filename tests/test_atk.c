@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "atk.h"
+#include "cache_validation.h"
 #include "atk_internal.h"
 #include "autotune.h"
 #include "table.h"
@@ -816,6 +817,101 @@ static void test_buckets(void)
     atk_close(ctx);
 }
 
+/* ----------------------------------------------------------- overrides */
+
+/* A validation row of the H200 for call shape `shape`, naming the entry
+** tuned at `chosen_shape` (its key digest) as the one measured. */
+static void put_validation(at_cache *c, const char *shape, const char *chosen_shape, const char *verdict,
+                           double us, double base_us)
+{
+    at_validation v;
+    memset(&v, 0, sizeof v);
+    snprintf(v.device, sizeof v.device, "%s", H200_INFO.name);
+    v.cc = 10 * H200_INFO.cc_major + H200_INFO.cc_minor;
+    v.sms = H200_INFO.sms;
+    snprintf(v.op, sizeof v.op, "gemv");
+    v.dtype = AT_BF16;
+    snprintf(v.shape, sizeof v.shape, "%s", shape);
+    snprintf(v.path, sizeof v.path, "bucket");
+    if (chosen_shape) {
+        at_key k = key_for(&H200_INFO, "gemv", chosen_shape, AT_BF16);
+        at_key_digest(&k, v.chosen);
+    } else {
+        memset(v.chosen, 'f', 64); /* an entry that no longer exists */
+    }
+    snprintf(v.strategy, sizeof v.strategy, "mma");
+    snprintf(v.verdict, sizeof v.verdict, "%s", verdict);
+    v.us = us, v.base_us = base_us;
+    CHECK_EQ_INT(at_cache_put_validation(c, &v), AT_OK);
+}
+
+/* What `autotune validate` stores changes the runtime's choice at exactly
+** the call shapes it names, while the entry it measured still serves them;
+** a stale row is ignored; ATK_NO_OVERRIDES sees the table as tuned; a JSON
+** export carries the rows. */
+static void test_overrides(void)
+{
+    char db[128], js[128];
+    at_cache *c = NULL;
+    build_bucket_cache(tpath(db, sizeof db, "overrides.db"));
+    CHECK_EQ_INT(at_cache_open(db, &c), AT_OK);
+    if (!c)
+        return;
+    put_validation(c, "3x2048x8192", "4x2048x8192", "slower", 9.5, 8.7);  /* bucket M=4 lost at M=3 */
+    put_validation(c, "16x2048x8192", "16x2048x8192", "wrong", 9.3, 9.9); /* a tuned entry, wrong */
+    put_validation(c, "5x2048x8192", "8x2048x8192", "ok", 8.4, 9.0);      /* kept: no override */
+    put_validation(c, "6x2048x8192", NULL, "slower", 9.9, 9.0);           /* stale: ignored */
+    put_validation(c, "7x2048x8192", "4x2048x8192", "slower", 9.9, 9.0);  /* M=7 is served by M=8: stale */
+    at_cache_close(c);
+
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1)
+            CHECK_EQ_INT(at_table_export_file(db, NULL, 1, AT_TABLE_JSON, tpath(js, sizeof js, "overrides.json")),
+                         AT_OK);
+        atk_ctx *ctx = open_dry(pass ? js : db, 0);
+        if (!ctx)
+            return;
+        atk_choice ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 3, 2048, 8192);
+        CHECK(ch.path == ATK_PATH_FALLBACK && !strcmp(ch.strategy, "cublas"));
+        CHECK_STR_HAS(ch.reason, "validated: cuBLAS faster at M=3 (8.70 vs 9.50 us for mma)");
+        ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 16, 2048, 8192);
+        CHECK(ch.path == ATK_PATH_FALLBACK && !strcmp(ch.strategy, "cublas"));
+        CHECK_STR_HAS(ch.reason, "validated: mma was wrong at M=16; cuBLAS serves it");
+        /* the neighbours keep their buckets: an override names one call shape */
+        CHECK_EQ_INT(explain(ctx, ATK_OP_GEMV, ATK_BF16, 4, 2048, 8192).path, ATK_PATH_TUNED);
+        CHECK_EQ_INT(explain(ctx, ATK_OP_GEMV, ATK_BF16, 2, 2048, 8192).path, ATK_PATH_TUNED);
+        for (int m = 5; m <= 7; m++) {
+            ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, m, 2048, 8192);
+            CHECK(ch.path == ATK_PATH_BUCKET && ch.bucket == 8);
+        }
+        ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 12, 2048, 8192); /* its bucket was overridden, not it */
+        CHECK(ch.path == ATK_PATH_BUCKET && ch.bucket == 16);
+        CHECK_STR_HAS(atk_report(ctx), "2 validation overrides");
+        CHECK_STR_HAS(atk_report(ctx), "6x2048x8192: validation override is stale");
+        CHECK_STR_HAS(atk_report(ctx), "7x2048x8192: validation override is stale");
+        /* a call counts as the fallback it is */
+        atk_stats_reset(ctx);
+        CHECK_EQ_INT(atk_gemv(ctx, NULL, ATK_BF16, 3, 2048, 8192, (void *)0x1000, (void *)0x1000, (void *)0x1000),
+                     ATK_OK);
+        atk_op_stats st;
+        atk_stats(ctx, ATK_OP_GEMV, &st);
+        CHECK(st.fallback == 1 && st.bucket == 0);
+        atk_close(ctx);
+
+        ctx = open_dry(pass ? js : db, ATK_NO_OVERRIDES);
+        if (ctx) {
+            ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 3, 2048, 8192);
+            CHECK(ch.path == ATK_PATH_BUCKET && ch.bucket == 4 && strlen(ch.key) == 64);
+            at_key k = key_for(&H200_INFO, "gemv", "4x2048x8192", AT_BF16);
+            char hex[65];
+            at_key_digest(&k, hex);
+            CHECK(!strcmp(ch.key, hex)); /* what validate stores as `chosen` */
+            CHECK(strstr(atk_report(ctx), "validation override") == NULL);
+        }
+        atk_close(ctx);
+    }
+}
+
 /* --------------------------------------------------------------- threads */
 
 typedef struct worker {
@@ -977,6 +1073,7 @@ int main(void)
     TT_RUN(test_json_table);
     TT_RUN(test_c_table);
     TT_RUN(test_buckets);
+    TT_RUN(test_overrides);
     TT_RUN(test_threads);
     TT_RUN(test_lookup_cost);
     char cmd[128];

@@ -5,6 +5,7 @@
 */
 #include <dlfcn.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "autotune.h"
@@ -227,6 +228,88 @@ static void real_run_without_gpu_says_so(void)
     CHECK(access("/tmp/at_cli_nogpu.db", F_OK) != 0);
 }
 
+/* The bytes of a file ("" when missing), to show a command changed nothing. */
+static long file_digest(const char *path, char hex[65])
+{
+    static char buf[1 << 20];
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+    if (f)
+        fclose(f);
+    at_sha256_hex(buf, n, hex);
+    return (long)n;
+}
+
+/* validate: a bad range, a missing cache, a cache with nothing tuned and no
+** GPU each get a message naming the problem and a non-zero exit, and leave
+** the cache as it was (a missing one is not created). */
+static void validate_bad_input_changes_nothing(void)
+{
+    static cli_out o;
+    char dir[] = "/tmp/at_cli_validate.XXXXXX", db[96], empty[96], before[65], after[65];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(db, sizeof db, "%s/tune.db", dir);
+    snprintf(empty, sizeof empty, "%s/empty.db", dir);
+    at_cache *c = NULL;
+    CHECK_EQ_INT(at_cache_open(empty, &c), AT_OK);
+    at_cache_close(c);
+    CHECK_EQ_INT(at_cache_open(db, &c), AT_OK);
+    if (c) {
+        at_key k;
+        at_winner w;
+        memset(&k, 0, sizeof k);
+        memset(&w, 0, sizeof w);
+        strcpy(k.op, "gemv");
+        k.dtype = AT_BF16;
+        strcpy(k.shape, "4x2048x8192");
+        strcpy(k.device, "NVIDIA H200");
+        k.cc = 90, k.sms = 132;
+        strcpy(w.strategy, "cublas");
+        w.us = w.baseline_us = 9.0, w.speedup = 1.0;
+        CHECK_EQ_INT(at_cache_put_winner(c, &k, &w), AT_OK);
+        at_cache_close(c);
+    }
+    long size = file_digest(db, before);
+
+    const char *bad_m[] = {"0..4", "5..3", "1..", "x", "1..70000", "2..3x4"};
+    for (size_t i = 0; i < sizeof bad_m / sizeof bad_m[0]; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "validate --db %s --m %s", db, bad_m[i]);
+        cli_run(args, &o);
+        CHECK_EQ_INT(o.code, 2);
+        CHECK_STR_HAS(o.err, "bad --m");
+        CHECK_STR_HAS(o.err, bad_m[i]);
+    }
+    cli_run("validate --db /tmp/at_cli_validate_missing.db", &o);
+    CHECK_EQ_INT(o.code, 2);
+    CHECK_STR_HAS(o.err, "no cache at /tmp/at_cli_validate_missing.db");
+    CHECK(access("/tmp/at_cli_validate_missing.db", F_OK) != 0);
+    char args[256];
+    snprintf(args, sizeof args, "validate --db %s", empty);
+    cli_run(args, &o);
+    CHECK_EQ_INT(o.code, 2);
+    CHECK_STR_HAS(o.err, "holds no tuned entry");
+    snprintf(args, sizeof args, "validate --db %s --reps 3", db);
+    cli_run(args, &o);
+    CHECK_EQ_INT(o.code, 2);
+    CHECK_STR_HAS(o.err, "bad --reps '3'");
+    snprintf(args, sizeof args, "validate --db %s --op conv2d", db);
+    cli_run(args, &o);
+    CHECK_EQ_INT(o.code, 2);
+    CHECK_STR_HAS(o.err, "bad --op 'conv2d'");
+    if (!has_gpu_driver()) {
+        snprintf(args, sizeof args, "validate --db %s --m 1..8", db);
+        cli_run(args, &o);
+        CHECK_EQ_INT(o.code, 4);
+        CHECK_STR_HAS(o.err, "validate runs on the GPU");
+    }
+    CHECK_EQ_INT(file_digest(db, after), size);
+    CHECK(!strcmp(before, after));
+    cli_run("validate --help", &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "--m LO..HI");
+}
+
 /* --- issue 5: the timing phase's search, spills, progress, time breakdown --- */
 
 #define SPILL_ARGS "--op gemv --shape 1x64x64 --dry-run --arch 90 --templates tests/fixtures/templates "
@@ -367,5 +450,6 @@ int main(void)
     TT_RUN(strategy_precedence_through_the_cli);
     TT_RUN(spilling_candidates_are_not_timed);
     TT_RUN(low_occupancy_candidates_are_not_timed);
+    TT_RUN(validate_bad_input_changes_nothing);
     return TT_DONE();
 }

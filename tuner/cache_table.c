@@ -317,6 +317,25 @@ static int read_entries(at_cache *c, sqlite3_stmt *s, at_table_device *td)
     return rc == SQLITE_DONE ? AT_OK : sql_fail(c->path, c->db, rc, "read winners");
 }
 
+/* at_cache_each_validation's callback: the row to its device, if read. */
+static int add_validation(void *arg, const at_validation *v)
+{
+    at_table *t = arg;
+    for (size_t i = 0; i < t->ndevices; i++) {
+        at_table_device *td = &t->devices[i];
+        if (strcmp(td->info.name, v->device) || 10 * td->info.cc_major + td->info.cc_minor != v->cc ||
+            td->info.sms != v->sms)
+            continue;
+        at_validation *nv = realloc(td->validations, (td->nvalidations + 1) * sizeof *nv);
+        if (!nv)
+            return at_fail(AT_ERR_NOMEM, "out of memory");
+        td->validations = nv;
+        td->validations[td->nvalidations++] = *v;
+        break;
+    }
+    return AT_OK;
+}
+
 int at_cache_read_table(at_cache *c, const char *device, at_table *out)
 {
     sqlite3_stmt *sd = NULL, *sw = NULL;
@@ -359,6 +378,8 @@ int at_cache_read_table(at_cache *c, const char *device, at_table *out)
         st = sql_fail(c->path, c->db, rc, "read devices");
     for (size_t i = 0; st == AT_OK && i < out->ndevices; i++)
         st = read_entries(c, sw, &out->devices[i]);
+    if (st == AT_OK)
+        st = at_cache_each_validation(c, add_validation, out);
 done:
     sqlite3_finalize(sd);
     sqlite3_finalize(sw);
@@ -375,6 +396,7 @@ void at_table_free(at_table *t)
         for (size_t j = 0; j < t->devices[i].nentries; j++)
             at_winner_clear(&t->devices[i].entries[j].w);
         free(t->devices[i].entries);
+        free(t->devices[i].validations);
     }
     free(t->devices);
     memset(t, 0, sizeof *t);
@@ -489,6 +511,12 @@ static int apply_device(at_cache *c, const at_table_device *td, const char *sour
         if (st != AT_OK)
             return st;
     }
+    /* validations travel with their table: the incoming row replaces the
+    ** local one of the same call shape (its `chosen` says which entry it
+    ** measured; the runtime ignores it where that entry no longer serves) */
+    for (size_t i = 0; i < td->nvalidations; i++)
+        if ((st = at_cache_put_validation(c, &td->validations[i])) != AT_OK)
+            return st;
     put_line(log,
              "imported %zu %s for %s (sm_%d) from %s: %zu new, %zu faster than the local one;"
              " %zu local kept (faster), %zu already present",

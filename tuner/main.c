@@ -9,6 +9,7 @@
 #include "strategy.h"
 #include "suite.h"
 #include "table.h"
+#include "validate.h"
 
 #include <limits.h>
 #include <math.h>
@@ -317,6 +318,14 @@ static int buckets_command(at_search_opts *o, const at_shape *buckets, int n, in
 
 int main(int argc, char **argv)
 {
+    /* validate: the runtime's choice at every M, on the GPU (validate.c) */
+    if (argc > 1 && !strcmp(argv[1], "validate")) {
+        char vhome[PATH_MAX];
+        int vrc = at_validate_main(argc - 1, argv + 1, find_home(vhome, sizeof vhome) == AT_OK ? vhome : NULL);
+        if (vrc != AT_OK)
+            fprintf(stderr, "autotune validate: %s\n", at_errmsg());
+        return vrc;
+    }
     /* export / import / merge / show: tables, in table.c */
     if (argc > 1 && (!strcmp(argv[1], "export") || !strcmp(argv[1], "import") || !strcmp(argv[1], "merge") ||
                      !strcmp(argv[1], "show")))

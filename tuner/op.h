@@ -18,10 +18,26 @@ typedef struct at_op_kernel {
     int pdl; /* launch with programmatic stream serialization (TP_PDL=1) */
 } at_op_kernel;
 
-/* Who runs: a candidate (baseline < 0, kernel set) or baseline `baseline`. */
+/* The device pointers and shape of one call on one copy of the rotated
+** data, handed to a contestant that is a call (norm ops: K = H, N = 0; W is
+** the norm weight w; residual is 0 for the ops without one). */
+typedef struct at_op_call_args {
+    CUdeviceptr x, W, y, residual;
+    int64_t M, K, N;
+    float eps;
+} at_op_call_args;
+
+/* Enqueues the call on the GPU's stream (inside a capture too). */
+typedef int (*at_op_call_fn)(void *arg, const at_op_call_args *a);
+
+/* Who runs: a candidate (baseline < 0, kernel set), baseline `baseline`,
+** or, when `call` is set, a call of someone else's code on the op's data
+** (autotune validate: the runtime library's choice and its fallback). */
 typedef struct at_contestant {
     int baseline;
     at_op_kernel kernel;
+    at_op_call_fn call;
+    void *call_arg;
 } at_contestant;
 
 /* What the pipeline hands an op when it opens it (all borrowed). */

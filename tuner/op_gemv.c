@@ -107,6 +107,10 @@ static int gemv_enqueue(void *state, const at_contestant *c, int copy)
     at_gpu *g = s->g;
     CUdeviceptr x = s->x, w = s->W[copy], y = s->y;
     int M = (int)s->M, K = (int)s->K, N = (int)s->N;
+    if (c->call) {
+        at_op_call_args a = {.x = x, .W = w, .y = y, .M = s->M, .K = s->K, .N = s->N};
+        return c->call(c->call_arg, &a);
+    }
     if (c->baseline >= 0) {
         /* cuBLAS is column-major: y^T[N,M] = W[N,K] . x^T[K,M], W stored as
         ** a K x N column-major matrix (lda = K), hence OP_T on it. */

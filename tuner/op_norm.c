@@ -338,6 +338,10 @@ static int enqueue_on(norm *s, const at_contestant *c, CUdeviceptr x, CUdevicept
     int T = (int)s->T, H = (int)s->H;
     float eps = s->eps;
     void *args[] = {&x, &r, &w, &y, &T, &H, &eps};
+    if (c->call) {
+        at_op_call_args a = {.x = x, .W = w, .y = y, .residual = r, .M = s->T, .K = s->H, .eps = s->eps};
+        return c->call(c->call_arg, &a);
+    }
     if (c->baseline == 1)
         return enqueue_unfused(s, x, r, w, y);
     if (c->baseline == 0) {

@@ -27,7 +27,11 @@
 ** JSON  {"format": "autotune-table", "version": 1, "devices": [DEVICE...]}
 **       DEVICE = {name, cc_major, cc_minor, sms, l2_bytes, mem_bytes,
 **       driver_version, nvrtc_major, nvrtc_minor, read_gbps, copy_gbps,
-**       empty_us, "entries": [ENTRY...]}; ENTRY = {op, dtype, shape,
+**       empty_us, "entries": [ENTRY...], and, when the GPU was validated,
+**       "validations": [VALIDATION...]}; VALIDATION = {op, dtype, shape,
+**       path, chosen, strategy, from, bucket, us, us_min, us_max,
+**       baseline_us, baseline_min, baseline_max, noise_us, rel_err, verdict,
+**       reason} (tuner/cache_validation.h); ENTRY = {op, dtype, shape,
 **       driver_version, nvrtc_version, space_sha, options, tuner_version,
 **       key_sha, strategy, kernel, template, params, grid [3], block [3], smem,
 **       us, us_min, us_max, baseline_us, baseline_min, baseline_max, speedup,
@@ -127,6 +131,31 @@ static void json_entry(FILE *f, const at_table_entry *e)
     fputs("\n        }", f);
 }
 
+static void json_validation(FILE *f, const at_validation *v)
+{
+    int first = 1, in = 10;
+    fputs("        {\n", f);
+    jstr(f, in, &first, "op", v->op);
+    jstr(f, in, &first, "dtype", at_dtype_name(v->dtype));
+    jstr(f, in, &first, "shape", v->shape);
+    jstr(f, in, &first, "path", v->path);
+    jstr(f, in, &first, "chosen", v->chosen);
+    jstr(f, in, &first, "strategy", v->strategy);
+    jstr(f, in, &first, "from", v->from);
+    jint(f, in, &first, "bucket", v->bucket);
+    jnum(f, in, &first, "us", v->us);
+    jnum(f, in, &first, "us_min", v->us_min);
+    jnum(f, in, &first, "us_max", v->us_max);
+    jnum(f, in, &first, "baseline_us", v->base_us);
+    jnum(f, in, &first, "baseline_min", v->base_min);
+    jnum(f, in, &first, "baseline_max", v->base_max);
+    jnum(f, in, &first, "noise_us", v->noise);
+    jnum(f, in, &first, "rel_err", v->err);
+    jstr(f, in, &first, "verdict", v->verdict);
+    jstr(f, in, &first, "reason", v->reason);
+    fputs("\n        }", f);
+}
+
 static void write_json(FILE *f, const at_table_device *const *sel, size_t n)
 {
     fprintf(f, "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"devices\": [", TABLE_FORMAT_NAME,
@@ -153,7 +182,16 @@ static void write_json(FILE *f, const at_table_device *const *sel, size_t n)
             fputs(j ? ",\n" : "\n", f);
             json_entry(f, &sel[i]->entries[j]);
         }
-        fputs("\n      ]\n    }", f);
+        fputs("\n      ]", f);
+        if (sel[i]->nvalidations) {
+            fputs(",\n      \"validations\": [", f);
+            for (size_t j = 0; j < sel[i]->nvalidations; j++) {
+                fputs(j ? ",\n" : "\n", f);
+                json_validation(f, &sel[i]->validations[j]);
+            }
+            fputs("\n      ]", f);
+        }
+        fputs("\n    }", f);
     }
     fputs("\n  ]\n}\n", f);
 }
@@ -666,15 +704,60 @@ static int cmp_key_sha(const void *a, const void *b)
     return strcmp((*(const at_table_entry *const *)a)->key_sha, (*(const at_table_entry *const *)b)->key_sha);
 }
 
+static int read_validation(const at_json_path *d, const at_json *obj, const at_device_info *dev, at_validation *v)
+{
+    static const char *const fields[] = {"op",          "dtype",        "shape",        "path",     "chosen",
+                                         "strategy",    "from",         "bucket",       "us",       "us_min",
+                                         "us_max",      "baseline_us",  "baseline_min", "baseline_max",
+                                         "noise_us",    "rel_err",      "verdict",      "reason",   NULL};
+    char dtype[16];
+    long long bucket = 0;
+    int st;
+    if (obj->type != AT_JSON_OBJECT)
+        return at_json_fail(d, NULL, "expected an object");
+    memset(v, 0, sizeof *v);
+    snprintf(v->device, sizeof v->device, "%s", dev->name);
+    v->cc = 10 * dev->cc_major + dev->cc_minor;
+    v->sms = dev->sms;
+    char *const text[] = {v->op, dtype, v->shape, v->path, v->chosen, v->strategy, v->from, v->verdict, v->reason};
+    const size_t cap[] = {sizeof v->op,   sizeof dtype,    sizeof v->shape,   sizeof v->path,  sizeof v->chosen,
+                          sizeof v->strategy, sizeof v->from, sizeof v->verdict, sizeof v->reason};
+    static const char *const tkeys[] = {"op", "dtype", "shape", "path", "chosen", "strategy", "from", "verdict",
+                                        "reason"};
+    double *const num[] = {&v->us, &v->us_min, &v->us_max, &v->base_us, &v->base_min, &v->base_max, &v->noise,
+                           &v->err};
+    static const char *const nkeys[] = {"us", "us_min", "us_max", "baseline_us", "baseline_min", "baseline_max",
+                                        "noise_us", "rel_err"};
+    if ((st = at_json_check_fields(d, obj, fields)) != AT_OK)
+        return st;
+    for (int i = 0; i < 9; i++)
+        if ((st = at_json_get_string(d, obj, tkeys[i], text[i], cap[i])) != AT_OK)
+            return st;
+    for (int i = 0; i < 8; i++)
+        if ((st = at_json_get_number(d, obj, nkeys[i], num[i])) != AT_OK)
+            return st;
+    if ((st = at_json_get_int(d, obj, "bucket", 0, 65535, &bucket)) != AT_OK)
+        return st;
+    v->bucket = (int)bucket;
+    if (at_dtype_parse(dtype, &v->dtype) != AT_OK)
+        return at_json_fail(d, "dtype", "'%s' (bf16 or fp16)", dtype);
+    return AT_OK;
+}
+
 static int read_device(at_json_path *d, const at_json *obj, at_table_device *td)
 {
     static const char *const fields[] = {
         "name",        "cc_major",    "cc_minor",  "sms",       "l2_bytes", "mem_bytes", "driver_version",
-        "nvrtc_major", "nvrtc_minor", "read_gbps", "copy_gbps", "empty_us", "entries",   NULL};
+        "nvrtc_major", "nvrtc_minor", "read_gbps", "copy_gbps", "empty_us", "entries",   "validations", NULL};
+    static const size_t optional = 13; /* fields[13], "validations", only when validated */
     at_device_info *i = &td->info;
     int st;
     size_t base = strlen(d->where);
-    if ((st = at_json_check_fields(d, obj, fields)) ||
+    const char *present[sizeof fields / sizeof fields[0]];
+    memcpy(present, fields, sizeof fields);
+    if (!at_json_member(obj, "validations"))
+        present[optional] = NULL;
+    if ((st = at_json_check_fields(d, obj, present)) ||
         (st = at_json_get_string(d, obj, "name", i->name, sizeof i->name)) ||
         (st = at_json_get_number(d, obj, "read_gbps", &i->read_gbps)) ||
         (st = at_json_get_number(d, obj, "copy_gbps", &i->copy_gbps)) ||
@@ -699,6 +782,18 @@ static int read_device(at_json_path *d, const at_json *obj, at_table_device *td)
         snprintf(d->where + base, sizeof d->where - base, ".entries[%zu]", j);
         td->nentries = j + 1; /* owned from here: freed on error too */
         if ((st = read_entry(d, &ents->items[j], i, &td->entries[j])) != AT_OK)
+            return st;
+    }
+    d->where[base] = '\0';
+    const at_json *vals = at_json_member(obj, "validations");
+    if (vals && vals->type != AT_JSON_ARRAY)
+        return at_json_fail(d, "validations", "expected an array, got %s", at_json_type_name(vals->type));
+    if (vals && vals->count && !(td->validations = calloc(vals->count, sizeof *td->validations)))
+        return at_fail(AT_ERR_NOMEM, "out of memory");
+    for (size_t j = 0; vals && j < vals->count; j++) {
+        snprintf(d->where + base, sizeof d->where - base, ".validations[%zu]", j);
+        td->nvalidations = j + 1;
+        if ((st = read_validation(d, &vals->items[j], i, &td->validations[j])) != AT_OK)
             return st;
     }
     d->where[base] = '\0';

@@ -8,6 +8,7 @@
 #define AT_TABLE_H
 
 #include "autotune.h"
+#include "cache_validation.h"
 
 #include <stdio.h>
 
@@ -33,6 +34,8 @@ typedef struct at_table_device {
     at_device_info info;
     at_table_entry *entries;
     size_t nentries;
+    at_validation *validations; /* what `autotune validate` measured on it (may be none) */
+    size_t nvalidations;
 } at_table_device;
 
 /* Devices sorted by (name, cc, sms); entries by (op, dtype, shape, key). */
