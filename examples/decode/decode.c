@@ -509,6 +509,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "decode: --json '%s': cannot open: %s\n", a.json, strerror(errno));
         return 2;
     }
+    /* the driver is loaded, not linked: without a GPU, say so and stop */
+    if (decode_driver_load(err, sizeof err)) {
+        fprintf(stderr, "decode: %s\n", err);
+        if (jf && jf != stdout)
+            fclose(jf);
+        return 1;
+    }
     for (int i = 0; i < a.nbatch; i++)
         max_batch = a.batch[i] > max_batch ? a.batch[i] : max_batch;
     for (int i = 0; i < a.ntrace; i++)
@@ -550,7 +557,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "decode: out of host memory\n");
         goto done;
     }
-    if (cu_check(cuInit(0), "cuInit (a GPU and its driver are needed to run decode)") ||
+    if (cu_check(cuInit(0), "cuInit (decode needs a GPU)") ||
         cu_check(cuDeviceGet(&dev, a.device), "cuDeviceGet") ||
         cu_check(cuDeviceGetName(name, sizeof name, dev), "name") ||
         cu_check(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cc") ||

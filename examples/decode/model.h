@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include "atk.h"
+#include "driver.h" /* after cuda.h: the driver calls go through dlopen */
 
 /* Qwen3.5-2B (DESIGN.md): hidden 2048, 24 layers (18 linear-attention and 6
 ** full-attention, 3:1 as Qwen3-Next), intermediate 6144, vocab 248320. */

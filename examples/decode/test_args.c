@@ -1,13 +1,18 @@
 /*
 ** test_args.c — the decode example's command line (args.c), on the CPU.
 ** One executable, one group of tests per ctest entry (decode_args_<group>):
-** `test_decode_args batch|trace|errors|misc`; no argument runs them all.
+** `test_decode_args batch|trace|errors|misc|cli|nodriver`; no argument runs
+** them all. cli and nodriver run the decode binary itself (DECODE_BIN): it
+** must start, print usage and reject bad input on a machine without a GPU;
+** nodriver (a run without a driver says so, exit 1) skips where a driver is.
 */
 #include "args.h"
 
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "tinytest.h"
 
@@ -183,6 +188,72 @@ static void misc_list(void)
     CHECK(strlen(small) == sizeof small - 1);
 }
 
+#ifdef DECODE_BIN
+static char output[8192];
+
+/* Runs the decode binary with `args` (shell words), stdout and stderr into
+** output; returns its exit status, -1 if it did not exit normally. */
+static int run_decode(const char *args)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>&1", DECODE_BIN, args);
+    FILE *p = popen(cmd, "r");
+    size_t n = 0;
+    output[0] = '\0';
+    if (!p)
+        return -1;
+    while (n + 1 < sizeof output) {
+        size_t got = fread(output + n, 1, sizeof output - 1 - n, p);
+        if (!got)
+            break;
+        n += got;
+    }
+    output[n] = '\0';
+    while (fgetc(p) != EOF) /* drain the rest */
+        ;
+    int st = pclose(p);
+    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void cli_help(void)
+{
+    CHECK_EQ_INT(run_decode("--help"), 0);
+    CHECK_STR_HAS(output, "usage: decode");
+    CHECK_STR_HAS(output, "--trace");
+    CHECK_EQ_INT(run_decode("--batch 4 -h"), 0);
+}
+
+static void cli_bad_input(void)
+{
+    CHECK_EQ_INT(run_decode("--batch 0"), 2);
+    CHECK_STR_HAS(output, "decode: --batch '0': 0 is out of range 1..64");
+    CHECK_EQ_INT(run_decode("--batch 1,2,x"), 2);
+    CHECK_STR_HAS(output, "'x' is not a whole number");
+    CHECK_EQ_INT(run_decode("--batch 65"), 2);
+    CHECK_EQ_INT(run_decode("--trace ''"), 2);
+    CHECK_STR_HAS(output, "--trace: empty list");
+    CHECK_EQ_INT(run_decode("--trace 1,,2"), 2);
+    CHECK_EQ_INT(run_decode("--frob"), 2);
+    CHECK_STR_HAS(output, "unknown argument '--frob'");
+    CHECK_EQ_INT(run_decode("--steps"), 2);
+    CHECK_STR_HAS(output, "--steps needs a value");
+    CHECK_EQ_INT(run_decode("--json /nonexistent-dir/x/results.json"), 2);
+    CHECK_STR_HAS(output, "--json '/nonexistent-dir/x/results.json': cannot open");
+}
+
+static void nodriver_says_so(void)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib) {
+        dlclose(lib);
+        TT_SKIP("a CUDA driver is installed here");
+    }
+    CHECK_EQ_INT(run_decode("--batch 1,2"), 1);
+    CHECK_STR_HAS(output, "no GPU driver on this machine");
+    CHECK_STR_HAS(output, "decode needs a GPU");
+}
+#endif
+
 int main(int argc, char **argv)
 {
     const char *g = argc > 1 ? argv[1] : "all";
@@ -204,5 +275,13 @@ int main(int argc, char **argv)
         TT_RUN(misc_help);
         TT_RUN(misc_list);
     }
+#ifdef DECODE_BIN
+    if (all || !strcmp(g, "cli")) {
+        TT_RUN(cli_help);
+        TT_RUN(cli_bad_input);
+    }
+    if (all || !strcmp(g, "nodriver"))
+        TT_RUN(nodriver_says_so);
+#endif
     return TT_DONE();
 }
