@@ -2,9 +2,11 @@
 ** model.c — the decode example's model: kernels compiled at start with
 ** NVRTC (the tuner's baseline norm kernels from templates/baseline/, and
 ** this file's stand-ins), synthetic weights generated on the GPU, and one
-** decode step enqueued in one of three modes. Invariant: every mode runs the
-** same ops on the same buffers in the same order; only the GEMV and norm
-** implementations differ (cuBLAS / unfused chain / naive fused / atk).
+** decode step of M tokens enqueued in one of three modes. Invariant: every
+** mode runs the same ops on the same buffers in the same order; only the
+** GEMV and norm implementations differ (cuBLAS / unfused chain / naive
+** fused / atk). Activations are [M, width] row-major; the stand-ins take
+** the token from blockIdx.y.
 */
 #include "model.h"
 
@@ -42,7 +44,9 @@ static int atk_check(int st, atk_ctx *ctx, const char *what)
 
 /* The stand-ins and the weight generator (see README.md). Layout of the
 ** full-attention projection: q [0,2048), gate [2048,4096), k [4096,4608),
-** v [4608,5120) (8 query heads and 2 key/value heads of 256). */
+** v [4608,5120) (8 query heads and 2 key/value heads of 256). Each stand-in
+** handles token blockIdx.y of the step: its row of every activation, and
+** for the recurrence its own sequence's state. */
 static const char standin_src[] =
     "#include \"common/dtype.cuh\"\n"
     "extern \"C\" __global__ void fill_random(at_elem *p, unsigned long long n, unsigned seed, float scale,\n"
@@ -61,6 +65,7 @@ static const char standin_src[] =
     "{\n"
     "    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);\n"
     "    if (i >= 2048) return;\n"
+    "    qkvg += (long long)blockIdx.y * 5120; out += (long long)blockIdx.y * 2048;\n"
     "    float v = at_to_float(qkvg[4608 + (i / 256 / 4) * 256 + i % 256]);\n"
     "    float g = at_to_float(qkvg[2048 + i]);\n"
     "    out[i] = at_from_float(v / (1.0f + __expf(-g)));\n"
@@ -71,6 +76,8 @@ static const char standin_src[] =
     "{\n"
     "    __shared__ float q[128], k[128];\n"
     "    const int h = (int)blockIdx.x, j = (int)threadIdx.x;\n"
+    "    const long long t = blockIdx.y;\n"
+    "    qkvz += t * 8192; ba += t * 32; out += t * 2048; state += t * 16 * 128 * 128;\n"
     "    q[j] = at_to_float(qkvz[h * 128 + j]) * 0.08838835f;\n"
     "    k[j] = at_to_float(qkvz[2048 + h * 128 + j]) * 0.08838835f;\n"
     "    __syncthreads();\n"
@@ -89,6 +96,7 @@ static const char standin_src[] =
     "{\n"
     "    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);\n"
     "    if (i >= n) return;\n"
+    "    gu += (long long)blockIdx.y * 2 * n; act += (long long)blockIdx.y * n;\n"
     "    float g = at_to_float(gu[i]), u = at_to_float(gu[n + i]);\n"
     "    act[i] = at_from_float(g / (1.0f + __expf(-g)) * u);\n"
     "}\n";
@@ -204,9 +212,15 @@ static int weight(model *m, CUdeviceptr *p, size_t N, size_t K)
     return alloc(m, p, N * K * 2, 1) || fill(m, *p, N * K, (float)sqrt(3.0 / (double)K), 0.0f);
 }
 
-int model_init(model *m, const char *templates, int arch)
+int model_init(model *m, const char *templates, int arch, int max_batch)
 {
     CUmodule mod;
+    if (max_batch < 1 || max_batch > 64) {
+        fprintf(stderr, "decode: max batch %d out of range 1..64\n", max_batch);
+        return 1;
+    }
+    m->max_batch = max_batch;
+    const size_t B = (size_t)max_batch;
     if (compile(m, templates, "standin.cu", standin_src, arch, NULL, &mod) ||
         cu_check(cuModuleGetFunction(&m->k_fill, mod, "fill_random"), "fill_random") ||
         cu_check(cuModuleGetFunction(&m->k_attn, mod, "standin_attn"), "standin_attn") ||
@@ -231,23 +245,27 @@ int model_init(model *m, const char *templates, int arch)
             alloc(m, &L->norm2, HIDDEN * 2, 1) || fill(m, L->norm2, HIDDEN, 0.1f, 0.0f))
             return 1;
         if (L->linear && (weight(m, &L->w_ba, BA, HIDDEN) ||
-                          alloc(m, &L->state, (size_t)LHEADS * LDIM * LDIM * 4, 0)))
+                          alloc(m, &L->state, B * LHEADS * LDIM * LDIM * 4, 0)))
             return 1;
     }
     if (weight(m, &m->w_lm, VOCAB, HIDDEN) || alloc(m, &m->norm_final, HIDDEN * 2, 1) ||
-        fill(m, m->norm_final, HIDDEN, 0.1f, 0.0f) || alloc(m, &m->embed, HIDDEN * 2, 0) ||
-        fill(m, m->embed, HIDDEN, 1.0f, 0.0f))
+        fill(m, m->norm_final, HIDDEN, 0.1f, 0.0f) || alloc(m, &m->embed, B * HIDDEN * 2, 0) ||
+        fill(m, m->embed, B * HIDDEN, 1.0f, 0.0f))
         return 1;
+    /* every activation holds max_batch rows */
     const size_t big = 2 * INTER > QKVZ ? 2 * INTER : QKVZ;
-    if (alloc(m, &m->delta, HIDDEN * 2, 0) || alloc(m, &m->residual, HIDDEN * 2, 0) ||
-        alloc(m, &m->normed, HIDDEN * 2, 0) || alloc(m, &m->big, big * 2, 0) || alloc(m, &m->act, INTER * 2, 0) ||
-        alloc(m, &m->out, HIDDEN * 2, 0) || alloc(m, &m->logits, (size_t)VOCAB * 2, 0))
+    if (alloc(m, &m->delta, B * HIDDEN * 2, 0) || alloc(m, &m->residual, B * HIDDEN * 2, 0) ||
+        alloc(m, &m->normed, B * HIDDEN * 2, 0) || alloc(m, &m->big, B * big * 2, 0) ||
+        alloc(m, &m->act, B * INTER * 2, 0) || alloc(m, &m->out, B * HIDDEN * 2, 0) ||
+        alloc(m, &m->logits, B * VOCAB * 2, 0))
         return 1;
     CUdeviceptr *f[] = {&m->f_x, &m->f_sq, &m->f_xn, &m->f_yw};
     for (int i = 0; i < 4; i++)
-        if (alloc(m, f[i], HIDDEN * 4, 0))
+        if (alloc(m, f[i], B * HIDDEN * 4, 0))
             return 1;
-    if (alloc(m, &m->f_ms, 256, 0) || alloc(m, &m->f_rs, 256, 0))
+    /* one fp32 per row (256 bytes at least, as before) */
+    const size_t rows = B * 4 > 256 ? B * 4 : 256;
+    if (alloc(m, &m->f_ms, rows, 0) || alloc(m, &m->f_rs, rows, 0))
         return 1;
     return model_reset_state(m) || cu_check(cuStreamSynchronize(m->stream), "weights");
 }
@@ -256,7 +274,9 @@ int model_reset_state(model *m)
 {
     for (int l = 0; l < LAYERS; l++)
         if (m->layers[l].linear &&
-            cu_check(cuMemsetD32Async(m->layers[l].state, 0, (size_t)LHEADS * LDIM * LDIM, m->stream), "memset"))
+            cu_check(cuMemsetD32Async(m->layers[l].state, 0, (size_t)m->max_batch * LHEADS * LDIM * LDIM,
+                                      m->stream),
+                     "memset"))
             return 1;
     return 0;
 }
@@ -281,88 +301,99 @@ void model_free(model *m)
 
 /* --------------------------------------------------------------- a step */
 
-static int launch(model *m, CUfunction fn, unsigned grid, unsigned block, void **args)
+static int launch(model *m, CUfunction fn, unsigned grid, unsigned grid_y, unsigned block, void **args)
 {
-    return cu_check(cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, m->stream, args, NULL), "cuLaunchKernel");
+    return cu_check(cuLaunchKernel(fn, grid, grid_y, 1, block, 1, 1, 0, m->stream, args, NULL), "cuLaunchKernel");
 }
 
-/* y[N] = W[N,K] . x[K] */
-static int gemv(model *m, enum mode mode, CUdeviceptr x, CUdeviceptr W, CUdeviceptr y, int K, int N)
+/* y[M,N] = x[M,K] . W[N,K]^T */
+static int gemv(model *m, enum mode mode, int M, CUdeviceptr x, CUdeviceptr W, CUdeviceptr y, int K, int N)
 {
     if (mode == MODE_ATK)
-        return atk_check(atk_gemv(m->atk, (atk_stream)m->stream, ATK_BF16, 1, K, N, (void *)x, (void *)W, (void *)y),
+        return atk_check(atk_gemv(m->atk, (atk_stream)m->stream, ATK_BF16, M, K, N, (void *)x, (void *)W, (void *)y),
                          m->atk, "atk_gemv");
-    const float one = 1.0f, zero = 0.0f; /* tuner/bench.c's baseline call */
-    return blas_check(cublasGemmEx(m->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, 1, K, &one, (const void *)W, CUDA_R_16BF,
+    /* tuner/bench.c's baseline call; column-major, y^T[N,M] = W^T . x^T: W
+    ** ([N,K] row-major) is K x N with ld K, x ([M,K]) is K x M with ld K,
+    ** y ([M,N]) is N x M with ld N */
+    const float one = 1.0f, zero = 0.0f;
+    return blas_check(cublasGemmEx(m->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, (const void *)W, CUDA_R_16BF,
                                    K, (const void *)x, CUDA_R_16BF, K, &zero, (void *)y, CUDA_R_16BF, N,
                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                       "cublasGemmEx");
 }
 
-/* residual += x (rounded); y = rmsnorm(residual) * (1 + w) */
-static int norm(model *m, enum mode mode, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y)
+/* per row of M: residual += x (rounded); y = rmsnorm(residual) * (1 + w) */
+static int norm(model *m, enum mode mode, int M, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y)
 {
     float eps = 1e-6f;
-    int T = 1, H = HIDDEN;
-    long long n = HIDDEN;
+    int T = M, H = HIDDEN;
+    long long n = (long long)M * HIDDEN;
     if (mode == MODE_ATK)
         return atk_check(atk_add_gemma_rmsnorm(m->atk, (atk_stream)m->stream, ATK_BF16, T, H, (void *)x,
                                                (void *)m->residual, (void *)w, (void *)y, eps),
                          m->atk, "atk_add_gemma_rmsnorm");
     if (mode == MODE_CUBLAS_NAIVE) {
         void *a[] = {&x, &m->residual, &w, &y, &T, &H, &eps};
-        return launch(m, m->k_naive, 1, 256, a);
+        return launch(m, m->k_naive, (unsigned)T, 1, 256, a); /* a block per row */
     }
     /* the unfused chain, one elementary op per kernel (templates/baseline/) */
-    unsigned g = (unsigned)((n + 1023) / 1024);
+    unsigned g = (unsigned)((n + 1023) / 1024), gt = (unsigned)((T + 1023) / 1024);
     long long nt = T;
     void *a1[] = {&x, &m->residual, &n}, *a2[] = {&m->residual, &m->f_x, &n}, *a3[] = {&m->f_x, &m->f_sq, &n},
          *a4[] = {&m->f_sq, &m->f_ms, &T, &H}, *a5[] = {&m->f_ms, &m->f_rs, &nt, &eps},
          *a6[] = {&m->f_x, &m->f_rs, &m->f_xn, &n, &H}, *a7[] = {&m->f_xn, &w, &m->f_yw, &n, &H},
          *a8[] = {&m->f_yw, &y, &n};
-    return launch(m, m->k_add, g, 256, a1) || launch(m, m->k_cast_f32, g, 256, a2) ||
-           launch(m, m->k_square, g, 256, a3) || launch(m, m->k_mean, (unsigned)T, 256, a4) ||
-           launch(m, m->k_rsqrt, 1, 256, a5) || launch(m, m->k_mul_rows, g, 256, a6) ||
-           launch(m, m->k_mul_weight, g, 256, a7) || launch(m, m->k_cast_back, g, 256, a8);
+    return launch(m, m->k_add, g, 1, 256, a1) || launch(m, m->k_cast_f32, g, 1, 256, a2) ||
+           launch(m, m->k_square, g, 1, 256, a3) || launch(m, m->k_mean, (unsigned)T, 1, 256, a4) ||
+           launch(m, m->k_rsqrt, gt, 1, 256, a5) || launch(m, m->k_mul_rows, g, 1, 256, a6) ||
+           launch(m, m->k_mul_weight, g, 1, 256, a7) || launch(m, m->k_cast_back, g, 1, 256, a8);
 }
 
 #define ON(k) (mask & (1u << (k)))
 
-int model_step(model *m, enum mode mode, unsigned mask)
+int model_step(model *m, enum mode mode, unsigned mask, int M)
 {
-    /* a fresh token: residual = 0, the first norm adds the embedding */
-    if (cu_check(cuMemsetD16Async(m->residual, 0, HIDDEN, m->stream), "memset") ||
-        cu_check(cuMemcpyDtoDAsync(m->delta, m->embed, HIDDEN * 2, m->stream), "copy"))
+    if (M < 1 || M > m->max_batch) {
+        fprintf(stderr, "decode: a step of %d tokens: out of range 1..%d\n", M, m->max_batch);
         return 1;
-    CUdeviceptr ba = m->act; /* the 32 beta/decay values, before act is used */
+    }
+    const unsigned rows = (unsigned)M;
+    /* fresh tokens: residual = 0, the first norm adds the embeddings (row t
+    ** of embed is token t's) */
+    if (cu_check(cuMemsetD16Async(m->residual, 0, (size_t)M * HIDDEN, m->stream), "memset") ||
+        cu_check(cuMemcpyDtoDAsync(m->delta, m->embed, (size_t)M * HIDDEN * 2, m->stream), "copy"))
+        return 1;
+    /* the 32 beta/decay values per token [M, BA] live in act, read by the
+    ** recurrence before the MLP writes act */
+    CUdeviceptr ba = m->act;
     for (int l = 0; l < LAYERS; l++) {
         layer *L = &m->layers[l];
-        if (ON(K_NORM) && norm(m, mode, m->delta, L->norm1, m->normed))
+        if (ON(K_NORM) && norm(m, mode, M, m->delta, L->norm1, m->normed))
             return 1;
         if (L->linear) {
-            if ((ON(K_QKVZ) && gemv(m, mode, m->normed, L->w_in, m->big, HIDDEN, QKVZ)) ||
-                (ON(K_BA) && gemv(m, mode, m->normed, L->w_ba, ba, HIDDEN, BA)))
+            if ((ON(K_QKVZ) && gemv(m, mode, M, m->normed, L->w_in, m->big, HIDDEN, QKVZ)) ||
+                (ON(K_BA) && gemv(m, mode, M, m->normed, L->w_ba, ba, HIDDEN, BA)))
                 return 1;
             void *a[] = {&m->big, &ba, &L->state, &m->out};
-            if (ON(K_LINEAR) && launch(m, m->k_linear, LHEADS, LDIM, a))
+            if (ON(K_LINEAR) && launch(m, m->k_linear, LHEADS, rows, LDIM, a))
                 return 1;
         } else {
-            if (ON(K_QKVG) && gemv(m, mode, m->normed, L->w_in, m->big, HIDDEN, QKVG))
+            if (ON(K_QKVG) && gemv(m, mode, M, m->normed, L->w_in, m->big, HIDDEN, QKVG))
                 return 1;
             void *a[] = {&m->big, &m->out};
-            if (ON(K_ATTN) && launch(m, m->k_attn, HIDDEN / 256, 256, a))
+            if (ON(K_ATTN) && launch(m, m->k_attn, HIDDEN / 256, rows, 256, a))
                 return 1;
         }
-        if ((ON(K_ATTN_O) && gemv(m, mode, m->out, L->w_out, m->delta, HIDDEN, HIDDEN)) ||
-            (ON(K_NORM) && norm(m, mode, m->delta, L->norm2, m->normed)) ||
-            (ON(K_GATE_UP) && gemv(m, mode, m->normed, L->w_gate_up, m->big, HIDDEN, 2 * INTER)))
+        if ((ON(K_ATTN_O) && gemv(m, mode, M, m->out, L->w_out, m->delta, HIDDEN, HIDDEN)) ||
+            (ON(K_NORM) && norm(m, mode, M, m->delta, L->norm2, m->normed)) ||
+            (ON(K_GATE_UP) && gemv(m, mode, M, m->normed, L->w_gate_up, m->big, HIDDEN, 2 * INTER)))
             return 1;
         int inter = INTER;
         void *a[] = {&m->big, &m->act, &inter};
-        if ((ON(K_SILU_MUL) && launch(m, m->k_silu_mul, INTER / 256, 256, a)) ||
-            (ON(K_DOWN) && gemv(m, mode, m->act, L->w_down, m->delta, INTER, HIDDEN)))
+        if ((ON(K_SILU_MUL) && launch(m, m->k_silu_mul, INTER / 256, rows, 256, a)) ||
+            (ON(K_DOWN) && gemv(m, mode, M, m->act, L->w_down, m->delta, INTER, HIDDEN)))
             return 1;
     }
-    return (ON(K_NORM) && norm(m, mode, m->delta, m->norm_final, m->normed)) ||
-           (ON(K_LM_HEAD) && gemv(m, mode, m->normed, m->w_lm, m->logits, HIDDEN, VOCAB));
+    return (ON(K_NORM) && norm(m, mode, M, m->delta, m->norm_final, m->normed)) ||
+           (ON(K_LM_HEAD) && gemv(m, mode, M, m->normed, m->w_lm, m->logits, HIDDEN, VOCAB));
 }

@@ -1,8 +1,10 @@
 /*
 ** model.h — a Qwen3.5-2B-shaped decode stack for the decode example: the
 ** shapes, the synthetic weights on the GPU, the activations, and one decode
-** step enqueued on a stream in one of three modes, or only some of its ops
-** (for the per-op breakdown). What is a stand-in is said in README.md.
+** step of M tokens (M = 1..max_batch, one per sequence of a batch) enqueued
+** on a stream in one of three modes, or only some of its ops (for the
+** per-op breakdown). What is a stand-in is said in README.md. Invariant:
+** every activation is [M, width] row-major, allocated for max_batch rows.
 */
 #ifndef DECODE_MODEL_H
 #define DECODE_MODEL_H
@@ -12,6 +14,7 @@
 #include <stddef.h>
 
 #include "atk.h"
+#include "driver.h" /* after cuda.h: the driver calls go through dlopen */
 
 /* Qwen3.5-2B (DESIGN.md): hidden 2048, 24 layers (18 linear-attention and 6
 ** full-attention, 3:1 as Qwen3-Next), intermediate 6144, vocab 248320. */
@@ -50,7 +53,7 @@ typedef struct layer {
     CUdeviceptr w_ba;        /* BA x HIDDEN (linear only) */
     CUdeviceptr w_gate_up, w_down;
     CUdeviceptr norm1, norm2; /* HIDDEN (Gemma: scaled by 1 + w) */
-    CUdeviceptr state;        /* LHEADS x LDIM x LDIM fp32 (linear only) */
+    CUdeviceptr state;        /* max_batch x LHEADS x LDIM x LDIM fp32 (linear only): one per sequence */
 } layer;
 
 typedef struct model {
@@ -59,9 +62,10 @@ typedef struct model {
     cublasHandle_t blas;
     CUdeviceptr blas_ws;
     atk_ctx *atk;
+    int max_batch; /* rows every activation buffer holds */
     layer layers[LAYERS];
-    CUdeviceptr w_lm, norm_final, embed;
-    /* activations (bf16 unless said) */
+    CUdeviceptr w_lm, norm_final, embed; /* embed: max_batch x HIDDEN, a token per row */
+    /* activations, max_batch rows each (bf16 unless said) */
     CUdeviceptr delta, residual, normed, big, act, out, logits;
     CUdeviceptr f_x, f_sq, f_ms, f_rs, f_xn, f_yw; /* fp32 scratch of the unfused chain */
     size_t weight_bytes;
@@ -73,12 +77,18 @@ typedef struct model {
 } model;
 
 /* Compiles the kernels (templates from `templates`), allocates and fills the
-** weights (>= 2 GB) and buffers on the current context's GPU. */
-int model_init(model *m, const char *templates, int arch);
+** weights (>= 2 GB) and buffers for steps of up to max_batch tokens
+** (1..64; the linear-attention states take 18 MB per token) on the current
+** context's GPU. On failure what was allocated stays for model_free. */
+int model_init(model *m, const char *templates, int arch, int max_batch);
+/* Frees what model_init allocated (a partly initialised model too). */
 void model_free(model *m);
-/* Enqueues one decode step (ops in `mask`) on m->stream. */
-int model_step(model *m, enum mode mode, unsigned mask);
-/* Zeroes the linear-attention states (before a compared run). */
+/* Enqueues one decode step of M tokens (1..max_batch; ops in `mask`) on
+** m->stream: x is [M, HIDDEN] through every GEMV and norm; the attention
+** stand-ins run per token, token t on sequence slot t's state. Returns
+** nonzero (printed) on a failed launch or an M out of range. */
+int model_step(model *m, enum mode mode, unsigned mask, int M);
+/* Zeroes the linear-attention states of every slot (before a compared run). */
 int model_reset_state(model *m);
 
 /* "cuda: WHAT: NAME" on failure (printed), then returns nonzero. */
