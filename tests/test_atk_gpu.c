@@ -5,8 +5,8 @@
 ** fp64 reference for tuned, inferred and fallback paths of the GEMV and the
 ** norms; a cubin that does not load is rebuilt from ATK_TEMPLATES; a CUDA
 ** graph captured through atk replays to the same bits; eight threads
-** dispatch at once on their own streams. Passed on the H200 (build
-** ebfd2ad).
+** dispatch at once on their own streams; every bucket kernel at every
+** M = 1..17 on K, N no suite lists.
 */
 #include <math.h>
 #include <pthread.h>
@@ -56,7 +56,7 @@ static at_key key_for(const at_device_info *d, const char *op, const char *shape
 ** (with their true sha256), so atk must rebuild them. */
 static int put_compiled(at_cache *c, at_templates *t, const at_device_info *d, const char *op, const char *shape,
                         const char *tpl, const char *kernel, const char *params, const unsigned grid[3],
-                        unsigned block, int garbage)
+                        unsigned block, unsigned smem, int garbage)
 {
     at_compile_job job;
     const char *src = NULL;
@@ -92,6 +92,7 @@ static int put_compiled(at_cache *c, at_templates *t, const at_device_info *d, c
     w.speedup = 2.0;
     memcpy(w.grid, grid, sizeof w.grid);
     w.block[0] = block, w.block[1] = w.block[2] = 1;
+    w.smem = smem;
     static unsigned char junk[256];
     for (size_t i = 0; i < sizeof junk; i++)
         junk[i] = (unsigned char)(i * 31 + 7);
@@ -118,17 +119,17 @@ static int build_cache(at_gpu *g)
         goto done;
     const unsigned g1[3] = {2048 / 4, 1, 1}, g2[3] = {512 / 4, 1, 1}, g3[3] = {4, 1, 1}, g4[3] = {1, 1, 1};
     if (put_compiled(c, t, d, "gemv", "1x2048x2048", "gemv/gemv_splitk.cu", "gemv_splitk",
-                     pdl ? GEMV_PARAMS("1") : GEMV_PARAMS("0"), g1, 256, 0) ||
+                     pdl ? GEMV_PARAMS("1") : GEMV_PARAMS("0"), g1, 256, 0, 0) ||
         put_compiled(c, t, d, "gemv", "1x1024x512", "gemv/gemv_splitk.cu", "gemv_splitk", GEMV_PARAMS("0"), g2, 256,
-                     1) ||
+                     0, 1) ||
         put_compiled(c, t, d, "rmsnorm", "4x2048", "norm/norm_block_row.cu", "norm_block_row", NORM_PARAMS, g3, 256,
-                     0) ||
+                     0, 0) ||
         put_compiled(c, t, d, "add_rmsnorm", "4x2048", "norm/norm_warp_rows.cu", "norm_warp_rows", ADD_PARAMS, g4,
-                     128, 0))
+                     128, 0, 0))
         goto done;
     const unsigned g5[3] = {4, 2, 1};
     if (pdl && put_compiled(c, t, d, "add_gemma_rmsnorm", "2x4096", "norm/norm_split_row.cu", "norm_split_row",
-                            SPLIT_PARAMS, g5, 128, 0))
+                            SPLIT_PARAMS, g5, 128, 0, 0))
         goto done;
     rc = 0;
 done:
@@ -312,14 +313,16 @@ static void results_equal_reference(void)
     check_gemv(g, ctx, 1, 2048, 2048, ATK_PATH_TUNED);
     check_gemv(g, ctx, 1, 1024, 512, ATK_PATH_TUNED);  /* the rebuilt cubin */
     check_gemv(g, ctx, 1, 2048, 1000, ATK_PATH_INFERRED);
-    check_gemv(g, ctx, 3, 2048, 777, ATK_PATH_INFERRED);
+    check_gemv(g, ctx, 3, 2048, 777, ATK_PATH_FALLBACK); /* an M=1 kernel never serves M > 1 */
     check_gemv(g, ctx, 2, 2050, 300, ATK_PATH_FALLBACK); /* K % 8: cuBLAS */
     check_gemv_at(g, ctx, 1, 2048, 2048, ATK_PATH_TUNED, 1); /* misaligned x: cuBLAS */
     check_norm(g, ctx, ATK_OP_RMSNORM, 4, 2048, ATK_PATH_TUNED);
-    check_norm(g, ctx, ATK_OP_RMSNORM, 7, 4096, ATK_PATH_INFERRED); /* re-read path: 2 vectors per thread */
+    check_norm(g, ctx, ATK_OP_RMSNORM, 3, 4096, ATK_PATH_INFERRED); /* re-read path: 2 vectors per thread */
+    check_norm(g, ctx, ATK_OP_RMSNORM, 7, 4096, ATK_PATH_FALLBACK);  /* above the largest tuned T */
     check_norm(g, ctx, ATK_OP_RMSNORM, 3, 1030, ATK_PATH_FALLBACK); /* H % 8: naive */
     check_norm(g, ctx, ATK_OP_ADD_RMSNORM, 4, 2048, ATK_PATH_TUNED);
-    check_norm(g, ctx, ATK_OP_ADD_RMSNORM, 9, 2048, ATK_PATH_INFERRED);
+    check_norm(g, ctx, ATK_OP_ADD_RMSNORM, 3, 2048, ATK_PATH_BUCKET); /* T=4's kernel, one row masked */
+    check_norm(g, ctx, ATK_OP_ADD_RMSNORM, 9, 2048, ATK_PATH_FALLBACK);
     check_norm(g, ctx, ATK_OP_GEMMA_RMSNORM, 2, 2048, ATK_PATH_FALLBACK);
     check_norm(g, ctx, ATK_OP_ADD_GEMMA_RMSNORM, 2, 2050, ATK_PATH_FALLBACK);
     if (sm90) { /* split_row, tuned and inferred (a row of 256 vectors over 4 blocks of 128 threads) */
@@ -328,7 +331,7 @@ static void results_equal_reference(void)
     }
     atk_op_stats s;
     atk_stats(ctx, ATK_OP_GEMV, &s);
-    CHECK(s.calls == 6 && s.tuned == 2 && s.inferred == 2 && s.fallback == 2);
+    CHECK(s.calls == 6 && s.tuned == 2 && s.inferred == 1 && s.fallback == 3);
     atk_close(ctx);
     at_gpu_close(g);
 }
@@ -474,12 +477,115 @@ static void many_threads(void)
     at_gpu_close(g);
 }
 
+/* ------------------------------------------------------------ buckets */
+
+static char bucket_db[128];
+
+/* Stores, as the winner of op at `shape`, the first live candidate of the
+** real spec whose strategy is one of prefer[] (in that order), compiled for
+** this GPU; its strategy into *chosen. 0 when stored. */
+static int put_live(at_cache *c, at_templates *t, const at_device_info *d, const char *op, const char *shape,
+                    const char *const *prefer, char *chosen, size_t len)
+{
+    char path[64], params[256];
+    at_spec *spec = NULL;
+    at_candidate *cand = NULL;
+    int n = 0, rc = -1;
+    at_problem pb = {.op = op, .dtype = AT_BF16, .arch = 10 * d->cc_major + d->cc_minor, .sms = d->sms};
+    snprintf(path, sizeof path, "search/%s.lua", op);
+    if (at_shape_parse(shape, strcmp(op, "gemv") ? 2 : 3, &pb.shape) != AT_OK || at_spec_load(path, &spec) != AT_OK ||
+        at_spec_expand(spec, &pb, &cand, &n) != AT_OK) {
+        fprintf(stderr, "  %s %s: %s\n", op, shape, at_errmsg());
+        goto done;
+    }
+    for (int p = 0; prefer[p] && rc; p++)
+        for (int i = 0; i < n && rc; i++) {
+            const at_candidate *k = &cand[i];
+            if (k->pruned_by[0] || strcmp(at_spec_strategy_name(spec, k->strategy), prefer[p]))
+                continue;
+            at_candidate_params_string(k, params, sizeof params);
+            rc = put_compiled(c, t, d, op, shape, at_spec_strategy_template(spec, k->strategy),
+                              at_spec_strategy_kernel(spec, k->strategy), params, k->grid, k->block[0], k->smem, 0);
+            if (!rc)
+                snprintf(chosen, len, "%s %s", prefer[p], params);
+        }
+done:
+    free(cand);
+    at_spec_free(spec);
+    return rc;
+}
+
+/* Every kernel the runtime serves from a bucket, at every M (T) = 1..17 on
+** K, N (H) that no suite lists: tuned at 2, 4, 8, 16 with the strategies
+** that read each weight once for all their tokens, the calls between served
+** by the next larger bucket (tokens past M masked), 17 by the fallback.
+** Outputs poisoned with NaN, compared with fp64. */
+static void bucket_kernels_at_every_m(void)
+{
+    static const char *const mt[] = {"multi_token", "mma", "mma_bulk", NULL};
+    static const char *const mma[] = {"mma", "mma_bulk", "multi_token", NULL};
+    static const char *const bulk[] = {"mma_bulk", "mma", "multi_token", NULL};
+    static const char *const norm[] = {"warp_rows", "block_row", NULL};
+    static const int kn[][2] = {{1096, 1000}, {2056, 3080}};
+    at_gpu *g = NULL;
+    at_cache *c = NULL;
+    at_templates *t = NULL;
+    atk_ctx *ctx = NULL;
+    char chosen[320];
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    if (at_gpu_open(0, 0, &g) != AT_OK) {
+        CHECK(0);
+        return;
+    }
+    unlink(bucket_db);
+    CHECK(at_cache_open(bucket_db, &c) == AT_OK && at_templates_open("templates", &t) == AT_OK);
+    for (size_t i = 0; c && t && i < sizeof kn / sizeof kn[0]; i++) {
+        const int ms[] = {2, 4, 8, 16};
+        const char *const *prefer[] = {mt, mma, mma, bulk};
+        for (int j = 0; j < 4; j++) {
+            char shape[64];
+            snprintf(shape, sizeof shape, "%dx%dx%d", ms[j], kn[i][0], kn[i][1]);
+            CHECK_EQ_INT(put_live(c, t, &g->info, "gemv", shape, prefer[j], chosen, sizeof chosen), 0);
+            printf("  tuned %s: %s\n", shape, chosen);
+        }
+    }
+    CHECK_EQ_INT(put_live(c, t, &g->info, "rmsnorm", "4x2056", norm, chosen, sizeof chosen), 0);
+    CHECK_EQ_INT(put_live(c, t, &g->info, "rmsnorm", "16x2056", norm, chosen, sizeof chosen), 0);
+    at_templates_free(t);
+    at_cache_close(c);
+    CHECK_EQ_INT(atk_open(bucket_db, 0, ATK_NO_INFER, &ctx), ATK_OK);
+    if (!ctx) {
+        at_gpu_close(g);
+        return;
+    }
+    printf("%s", atk_report(ctx));
+    for (size_t i = 0; i < sizeof kn / sizeof kn[0]; i++)
+        for (int m = 1; m <= 17; m++) {
+            int want = m == 17 ? ATK_PATH_FALLBACK
+                       : (m == 2 || m == 4 || m == 8 || m == 16) ? ATK_PATH_TUNED
+                                                                 : ATK_PATH_BUCKET;
+            check_gemv(g, ctx, m, kn[i][0], kn[i][1], want);
+        }
+    for (int tt = 1; tt <= 17; tt++)
+        check_norm(g, ctx, ATK_OP_RMSNORM, tt, 2056,
+                   tt == 17 ? ATK_PATH_FALLBACK : (tt == 4 || tt == 16) ? ATK_PATH_TUNED : ATK_PATH_BUCKET);
+    atk_op_stats st;
+    atk_stats(ctx, ATK_OP_GEMV, &st);
+    CHECK(st.tuned == 8 && st.bucket == 24 && st.fallback == 2);
+    atk_close(ctx);
+    at_gpu_close(g);
+}
+
 int main(void)
 {
     snprintf(db_path, sizeof db_path, "/tmp/test_atk_gpu.%ld.db", (long)getpid());
     TT_RUN_ISOLATED(results_equal_reference);
     TT_RUN_ISOLATED(graph_capture);
     TT_RUN_ISOLATED(many_threads);
+    snprintf(bucket_db, sizeof bucket_db, "/tmp/test_atk_gpu_buckets.%ld.db", (long)getpid());
+    TT_RUN_ISOLATED(bucket_kernels_at_every_m);
     unlink(db_path);
+    unlink(bucket_db);
     return TT_DONE();
 }
