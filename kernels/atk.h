@@ -81,7 +81,8 @@ enum atk_flags {
                                   opening with every call on fallback       */
     ATK_STRICT = 1u << 1,      /* a call without an exact tuned entry fails with
                                   ATK_ERR_MISS and launches nothing (tests)   */
-    ATK_NO_INFER = 1u << 2,    /* never borrow a nearby shape's kernel        */
+    ATK_NO_INFER = 1u << 2,    /* never borrow another K, N's kernel (a larger
+                                  tuned M of the same K, N still serves)      */
     ATK_NO_NVRTC = 1u << 3,    /* never recompile a cubin that does not load  */
     ATK_SAME_DRIVER = 1u << 4, /* only entries tuned under the present driver */
     ATK_NO_OVERRIDES = 1u << 5 /* ignore validation overrides: the table as

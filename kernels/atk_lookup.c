@@ -103,8 +103,6 @@ int atk__decide(const atk_ctx *ctx, int op, int dtype, int M, int K, int N, int 
         return i;
     }
     *path = ATK_PATH_FALLBACK;
-    if (ctx->flags & ATK_NO_INFER)
-        return -1;
     /* the smallest larger M of the same K, N whose kernel reads each weight
     ** once for all its tokens: its cost at M is at most its tuned cost */
     for (size_t j = 0; j < ctx->nentries; j++) {
@@ -117,6 +115,8 @@ int atk__decide(const atk_ctx *ctx, int op, int dtype, int M, int K, int N, int 
         *path = ATK_PATH_BUCKET;
         return best;
     }
+    if (ctx->flags & ATK_NO_INFER)
+        return -1;
     /* the fallback won the next tuned M of this K, N: what was measured here
     ** speaks against another shape's kernel */
     int next = next_tuned(ctx, op, dtype, M, K, N);
@@ -153,10 +153,6 @@ int atk__lookup(atk_ctx *ctx, int op, int dtype, int M, int K, int N, int *path)
     if (i >= 0) {
         *path = ctx->entries[i].overridden ? ATK_PATH_FALLBACK : ATK_PATH_TUNED;
         return i;
-    }
-    if (ctx->flags & ATK_NO_INFER) {
-        *path = ATK_PATH_FALLBACK;
-        return -1;
     }
     size_t h = (size_t)(hash >> 20) & (ATK_MEMO_SLOTS - 1);
     atk_memo_slot *free_slot = NULL;

@@ -815,6 +815,16 @@ static void test_buckets(void)
         CHECK(ch.path == ATK_PATH_BUCKET && ch.bucket == 4);
     }
     atk_close(ctx);
+    /* ATK_NO_INFER forbids other K, N; the buckets of the same K, N serve */
+    ctx = open_dry(db, ATK_NO_INFER);
+    if (ctx) {
+        ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 3, 2048, 8192);
+        CHECK(ch.path == ATK_PATH_BUCKET && ch.bucket == 4);
+        ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 3, 2048, 3000);
+        CHECK(ch.path == ATK_PATH_FALLBACK);
+        CHECK_STR_HAS(ch.reason, "ATK_NO_INFER");
+    }
+    atk_close(ctx);
 }
 
 /* ----------------------------------------------------------- overrides */

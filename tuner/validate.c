@@ -12,7 +12,8 @@
 **
 ** The choice is measured as the table stands without overrides
 ** (ATK_NO_OVERRIDES), so validating again re-measures, and keeps or
-** drops, every override.
+** drops, every override. --served measures what the runtime serves with
+** the overrides applied and stores nothing: the shipped table's benchmark.
 */
 #include "autotune.h"
 #include "bench.h"
@@ -43,7 +44,8 @@ static void on_sigint(int sig)
 
 static void usage(FILE *f)
 {
-    fputs("usage: autotune validate [--db FILE] [--m LO..HI] [--op OP] [--reps N] [--device N] [--json]\n"
+    fputs("usage: autotune validate [--db FILE] [--m LO..HI] [--op OP] [--reps N] [--device N] [--served]\n"
+          "                         [--json]\n"
           "\n"
           "On the GPU, calls every (op, dtype, K, N) tuned for this GPU in the cache\n"
           "through the runtime library's own choice at every M (T for the norms) in\n"
@@ -59,6 +61,8 @@ static void usage(FILE *f)
           "  --op OP       only this op (gemv, rmsnorm, ...)\n"
           "  --reps N      interleaved replays per cell, median of (5..1000, default 9)\n"
           "  --device N    GPU ordinal (default 0)\n"
+          "  --served      measure the runtime as it serves now, the stored overrides\n"
+          "                applied, and store nothing (a benchmark of the shipped table)\n"
           "  --json        one JSON object on stdout instead of the table\n"
           "\n"
           "Exit status: 0 when every cell is kept or overridden; 11 when a figure broke\n"
@@ -473,7 +477,7 @@ int at_validate_main(int argc, char **argv, const char *home)
 {
     const char *db = NULL, *only = NULL;
     char db_buf[4096];
-    int mlo = 1, mhi = 32, reps = 9, device = 0, json = 0, rc;
+    int mlo = 1, mhi = 32, reps = 9, device = 0, json = 0, served = 0, rc;
     vctx v = {.home = home, .min_ratio = INFINITY, .out = stdout};
     at_tuned_shape *tuned = NULL;
     shape_group *groups = NULL;
@@ -487,6 +491,9 @@ int at_validate_main(int argc, char **argv, const char *home)
             return 0;
         } else if (!strcmp(a, "--json")) {
             json = 1;
+            continue;
+        } else if (!strcmp(a, "--served")) {
+            served = 1;
             continue;
         }
         if (!strcmp(a, "--db")) {
@@ -563,7 +570,7 @@ int at_validate_main(int argc, char **argv, const char *home)
     }
     /* the runtime as an engine opens the table, without the overrides the
     ** last validation stored; and a context with nothing tuned: the fallback */
-    if (atk_open(db, device, ATK_NO_OVERRIDES, &v.rt) != ATK_OK ||
+    if (atk_open(db, device, served ? 0 : ATK_NO_OVERRIDES, &v.rt) != ATK_OK ||
         atk_open_table(&empty, device, 0, &v.fb) != ATK_OK) {
         rc = at_fail(AT_ERR_CUDA, "atk_open: %s", atk_errmsg(NULL));
         goto done;
@@ -573,8 +580,8 @@ int at_validate_main(int argc, char **argv, const char *home)
     signal(SIGINT, on_sigint);
 
     if (json)
-        fprintf(v.out, "{\n  \"device\": \"%s\", \"cc\": %d, \"sms\": %d, \"db\": ", v.g->info.name, cc,
-                v.g->info.sms);
+        fprintf(v.out, "{\n  \"device\": \"%s\", \"cc\": %d, \"sms\": %d, \"served\": %s, \"db\": ",
+                v.g->info.name, cc, v.g->info.sms, served ? "true" : "false");
     else
         fprintf(v.out,
                 "validate %s (sm_%d, %d SMs), %s: %d shapes x %s = %d..%d through the runtime, against its "
@@ -598,7 +605,7 @@ int at_validate_main(int argc, char **argv, const char *home)
                 break;
             if (tty)
                 fputs("\r\033[K", stderr);
-            if ((rc = at_cache_put_validation(v.cache, &row)) != AT_OK)
+            if (!served && (rc = at_cache_put_validation(v.cache, &row)) != AT_OK)
                 break;
             tally(&v, &row);
             print_row(&v, &row, first);
@@ -625,8 +632,11 @@ int at_validate_main(int argc, char **argv, const char *home)
                 "%d calls: %d served by a tuned kernel (geomean %.2fx over the fallback, min %.2fx), %d already on "
                 "the fallback, %d overridden (slower beyond the noise), %d overridden as WRONG\n",
                 v.cells, v.kept, gm, v.nratio ? v.min_ratio : 0.0, v.fallback, v.overridden, v.wrong);
-        fprintf(v.out, "stored in %s: the runtime falls back at the %d overridden call shapes\n", db,
-                v.overridden + v.wrong);
+        if (served)
+            fprintf(v.out, "as served (stored overrides applied); nothing stored\n");
+        else
+            fprintf(v.out, "stored in %s: the runtime falls back at the %d overridden call shapes\n", db,
+                    v.overridden + v.wrong);
     }
 done:
     atk_close(v.rt);
