@@ -14,15 +14,17 @@ fi
 
 out=build-fuzz
 harnesses=(shape spec table cache)
-inc=(-Ituner -I/usr/include/lua5.4 -I/usr/local/cuda/include)
+# cache/ (the cache module, its schema header generated into $out/gen) and tuner/
+inc=(-Icache -I"$out/gen" -Ituner -I/usr/include/lua5.4 -I/usr/local/cuda/include)
 # A 2 s wall-clock backstop in the sandbox (20 s in the tool): inputs that
 # run to it cost the fuzzer little and stay well under -timeout.
 cflags=(-std=c11 -g -O1 -fno-omit-frame-pointer -D_GNU_SOURCE -Wall -Wextra -DAT_SANDBOX_TIME_LIMIT_S=2.0)
+cache_srcs="cache/json.c cache/table.c cache/cache_table.c cache/cache.c cache/key.c cache/shape.c cache/dtype.c cache/sha256.c cache/error.c"
 declare -A srcs=(
-  [shape]="tuner/shape.c tuner/dtype.c tuner/error.c"
-  [spec]="tuner/spec.c tuner/sandbox.c tuner/sha256.c tuner/error.c"
-  [table]="tuner/json.c tuner/table.c tuner/cache_table.c tuner/cache.c tuner/shape.c tuner/dtype.c tuner/sha256.c tuner/error.c"
-  [cache]="tuner/json.c tuner/table.c tuner/cache_table.c tuner/cache.c tuner/shape.c tuner/dtype.c tuner/sha256.c tuner/error.c"
+  [shape]="cache/shape.c cache/dtype.c cache/error.c"
+  [spec]="tuner/spec.c tuner/sandbox.c cache/sha256.c cache/error.c"
+  [table]="$cache_srcs"
+  [cache]="$cache_srcs"
 )
 declare -A libs=([shape]="" [spec]="-llua5.4 -lm" [table]="-lsqlite3 -lm" [cache]="-lsqlite3 -lm")
 # libFuzzer flags; a spec input may legitimately run 50M Lua instructions per call
@@ -33,7 +35,9 @@ declare -A extra=([shape]="" [spec]="-dict=fuzz/spec.dict -entropic_scale_per_ex
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 t0=$(date +%s)
-mkdir -p "$out"
+mkdir -p "$out/gen"
+# the cache schema as a C string (as the CMake build makes it)
+cmake -DIN=cache/schema.sql -DOUT="$out/gen/at_schema_sql.h" -P cmake/at_embed_sql.cmake
 
 # ---- the toolchain: clang with its libFuzzer runtime
 if ! command -v clang >/dev/null 2>&1; then

@@ -4,7 +4,8 @@
 ** entry, a norm-shaped key, awkward text, NaN ceilings, cubins of every base64
 ** padding), an empty table, a GPU without entries, and a few refusals. Cubins
 ** are tiny so the corpus stays small. Rebuild it with:
-**   gcc -std=c11 -D_GNU_SOURCE -Ituner fuzz/table_seeds.c tuner/{json,table,cache_table,cache,shape,dtype,sha256,error}.c -lsqlite3 -lm -o /tmp/table_seeds && /tmp/table_seeds fuzz/corpus/table
+**   cmake -DIN=cache/schema.sql -DOUT=/tmp/at_schema_sql.h -P cmake/at_embed_sql.cmake &&
+**   gcc -std=c11 -D_GNU_SOURCE -Icache -Ituner -I/tmp fuzz/table_seeds.c cache/{json,table,cache_table,cache,key,shape,dtype,sha256,error}.c -lsqlite3 -lm -o /tmp/table_seeds && /tmp/table_seeds fuzz/corpus/table
 */
 #include "autotune.h"
 #include "table.h"

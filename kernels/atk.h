@@ -111,7 +111,7 @@ enum atk_path {
 
 /* ------------------------------------------------------------- exported C
 ** The layout `autotune export --format c` writes. [TABLE_FORMAT] The same
-** text is in tuner/table.c (C_TYPES): change both together; the guard name
+** text is in cache/table.c (C_TYPES): change both together; the guard name
 ** carries the layout version, so a header of another layout fails to
 ** compile against this one instead of being misread. */
 #ifndef ATK_TABLE_TYPES_V2

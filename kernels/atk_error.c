@@ -34,21 +34,6 @@ void atk__clear(const atk_ctx *ctx)
 
 const char *atk__lastmsg(void) { return last.msg; }
 
-/* The tuner's JSON reader (compiled into atk, renamed) reports through
-** at_fail; its messages land here. See atk_tuner_json.c. */
-int atk__at_fail(int status, const char *fmt, ...);
-int atk__at_fail(int status, const char *fmt, ...)
-{
-    char tmp[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    memcpy(last.msg, tmp, sizeof tmp);
-    last.ctx = NULL;
-    return status;
-}
-
 const char *atk_errmsg(const atk_ctx *ctx) { return last.ctx == ctx ? last.msg : ""; }
 
 const char *atk_errstr(int status)

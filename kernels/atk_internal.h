@@ -107,7 +107,7 @@ int atk__read_json(const char *path, const char *name, int cc, int sms, atk_rows
 int atk__read_table(const atk_table *t, const char *name, int cc, int sms, atk_rows *rows);
 
 /* [CACHE_KEY] The tuner's key text and digest, rebuilt from a row's fields
-** (the same text as tuner/cache.c at_key_string). */
+** by the cache module's code (cache/key.c at_key_text_string). */
 void atk__key_string(const atk_row *r, char *buf, size_t len);
 void atk__key_digest(const atk_row *r, char hex[65]);
 void atk__sha256_hex(const void *data, size_t len, char hex[65]);

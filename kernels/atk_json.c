@@ -1,14 +1,13 @@
 /*
 ** atk_json.c — rows from a JSON table (`autotune export --format json`),
-** read with the tuner's own strict JSON parser (compiled into atk under
-** private names). Only the GPU asked for is kept; its entries must have the
+** read with the cache module's strict JSON parser (cache/json.c, the one the
+** tuner uses). Only the GPU asked for is kept; its entries must have the
 ** fields the format names, of the right type ([TABLE_FORMAT] in
-** tuner/table.c); anything else is a reason, never a crash.
+** cache/table.c); anything else is a reason, never a crash.
 */
-#include "atk_tuner_names.h"
-
 #include "atk_internal.h"
-#include "../tuner/json.h"
+#include "cache.h"
+#include "json.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -17,14 +16,15 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define ATK_JSON_MAX_BYTES (256L * 1024 * 1024) /* tuner/table.h AT_TABLE_MAX_BYTES */
+#define ATK_JSON_MAX_BYTES (256L * 1024 * 1024) /* cache/table.h AT_TABLE_MAX_BYTES */
 
-/* A json-reader failure (message already recorded) as a table error. */
+/* A json-reader failure as a table error: the reader's message (recorded
+** by at_fail, cache/error.c) becomes atk's. */
 static int table_fail(int st)
 {
     if (st == ATK_ERR_NOMEM)
         return ATK_ERR_NOMEM;
-    return atk__fail(NULL, ATK_ERR_TABLE, "%s", atk__lastmsg());
+    return atk__fail(NULL, ATK_ERR_TABLE, "%s", at_errmsg());
 }
 
 static int get_int(const at_json_path *d, const at_json *o, const char *key, long long lo, long long hi, int *out)

@@ -3,9 +3,10 @@
 ** winners of one GPU (by name, compute capability and SM count), with their
 ** cubins. Never writes, never creates: a missing file, a file that is not
 ** SQLite, another schema or a corrupt page is a reason, not a crash. The
-** column names are tuner/cache.c's schema version 1 ([CACHE_KEY]).
+** column names are cache/schema.sql's, schema version 1 ([CACHE_KEY]).
 */
 #include "atk_internal.h"
+#include "cache.h"
 
 #include <errno.h>
 #include <sqlite3.h>
@@ -13,7 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ATK_SCHEMA_VERSION 1 /* tuner/cache.c AT_SCHEMA_VERSION */
+#define ATK_SCHEMA_VERSION 1
+_Static_assert(ATK_SCHEMA_VERSION == AT_SCHEMA_VERSION, "atk reads another schema than the tuner writes");
 
 static int one_int(sqlite3 *db, const char *sql, int *out)
 {

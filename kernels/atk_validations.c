@@ -1,7 +1,7 @@
 /*
 ** atk_validations.c — the overrides `autotune validate` stored in an
 ** autotune SQLite cache (its optional `validations` table; the columns are
-** tuner/cache_validation.c's [VALIDATIONS]), read-only. A cache that was
+** cache/cache_validation.c's [VALIDATIONS]), read-only. A cache that was
 ** never validated has no such table: no overrides, not an error.
 */
 #include "atk_internal.h"

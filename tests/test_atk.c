@@ -181,6 +181,28 @@ static void test_key_digest_matches_tuner(void)
     }
 }
 
+/* [CACHE_KEY] atk's adapter on a known row gives the digest pinned in
+** tests/test_cache.c (test_key_pinned). */
+static void test_key_digest_pinned(void)
+{
+    atk_row r;
+    char hex[65];
+    memset(&r, 0, sizeof r);
+    strcpy(r.op, "gemv");
+    strcpy(r.dtype, "bf16");
+    strcpy(r.shape, "1x2048x8192");
+    strcpy(r.device, "NVIDIA H200");
+    r.cc = 90;
+    r.sms = 132;
+    r.driver_version = 13000;
+    r.nvrtc_version = 13000;
+    at_sha256_hex("spec", 4, r.space_sha);
+    strcpy(r.options, "-std=c++17 --use_fast_math");
+    strcpy(r.tuner_version, "0.1.0");
+    atk__key_digest(&r, hex);
+    CHECK(strcmp(hex, "b4da6993a11a179f88e3386b49261ee8f3693b2aa1d00ce3d685496143fe355d") == 0);
+}
+
 /* [LAUNCH_GEOMETRY] atk's grid/block rules equal the specs' grid and block
 ** functions: every live candidate of search/gemv.lua and the norm specs, on
 ** a few shapes, recomputes to what the spec says (so its winner may serve
@@ -1070,6 +1092,7 @@ int main(void)
         return 1;
     }
     TT_RUN(test_key_digest_matches_tuner);
+    TT_RUN(test_key_digest_pinned);
     TT_RUN(test_geometry_matches_specs);
     TT_RUN(test_exact);
     TT_RUN(test_inferred_and_fallback);

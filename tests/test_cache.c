@@ -177,6 +177,63 @@ static void test_sha256_vectors(void)
 
 /* ---------------------------------------------------------------- key */
 
+/* [CACHE_KEY] The key of a known entry, text and digest spelled out (as the
+** tuner wrote them before the key moved into cache/key.c): a change to the
+** format shows here first, and every stored winner would need a retune.
+** The runtime library reads rows through at_key_text_*, checked here to give
+** the same bytes (tests/test_atk.c pins atk's adapter to the same digest). */
+#define PINNED_TEXT                                                                                    \
+    "v1;op=gemv;dtype=bf16;shape=1x2048x8192;device=NVIDIA H200;cc=90;sms=132;driver=13000;"         \
+    "nvrtc=13000;space=d4f02eaafd1a9e9de7d10972ca8e47fa7a985825c3c9c1e249c72683cb3e4f19;"             \
+    "options=-std\\=c++17 --use_fast_math;tuner=0.1.0"
+#define PINNED_DIGEST "b4da6993a11a179f88e3386b49261ee8f3693b2aa1d00ce3d685496143fe355d"
+#define PINNED_ODD_DIGEST "e6b74a20bf2207fbcde6a5a92e82236d4448d9d5cd4b9f8651b705af1f4208a8"
+
+static void test_key_pinned(void)
+{
+    at_key k;
+    char text[4096], hex[65];
+    memset(&k, 0, sizeof k);
+    strcpy(k.op, "gemv");
+    k.dtype = AT_BF16;
+    strcpy(k.shape, "1x2048x8192");
+    strcpy(k.device, "NVIDIA H200");
+    k.cc = 90;
+    k.sms = 132;
+    k.driver_version = 13000;
+    k.nvrtc_version = 13000;
+    at_sha256_hex("spec", 4, k.space_sha);
+    strcpy(k.options, "-std=c++17 --use_fast_math");
+    strcpy(k.tuner_version, "0.1.0");
+    at_key_string(&k, text, sizeof text);
+    CHECK(strcmp(text, PINNED_TEXT) == 0);
+    at_key_digest(&k, hex);
+    CHECK(strcmp(hex, PINNED_DIGEST) == 0);
+
+    /* the same fields as a stored row holds them */
+    at_key_text t = {.op = "gemv", .dtype = "bf16", .shape = "1x2048x8192", .device = "NVIDIA H200", .cc = 90,
+                     .sms = 132, .driver_version = 13000, .nvrtc_version = 13000, .space_sha = k.space_sha,
+                     .options = "-std=c++17 --use_fast_math", .tuner_version = "0.1.0"};
+    at_key_text_string(&t, text, sizeof text);
+    CHECK(strcmp(text, PINNED_TEXT) == 0);
+    at_key_text_digest(&t, hex);
+    CHECK(strcmp(hex, PINNED_DIGEST) == 0);
+
+    /* escapes, and a dtype with no name ("#7") */
+    k.dtype = (at_dtype)7;
+    strcpy(k.device, "a;b=c\\d");
+    at_key_digest(&k, hex);
+    CHECK(strcmp(hex, PINNED_ODD_DIGEST) == 0);
+    at_key_dtype_text(k.dtype, text);
+    CHECK(strcmp(text, "#7") == 0);
+    t.dtype = "#7";
+    t.device = "a;b=c\\d";
+    at_key_text_digest(&t, hex);
+    CHECK(strcmp(hex, PINNED_ODD_DIGEST) == 0);
+    at_key_text_string(&t, text, sizeof text);
+    CHECK_STR_HAS(text, ";dtype=#7;shape=1x2048x8192;device=a\\;b\\=c\\\\d;cc=90;");
+}
+
 static void test_key_string_and_digest(void)
 {
     at_key k = base_key(), k2 = base_key();
@@ -923,6 +980,7 @@ int main(void)
     }
     TT_RUN(test_sha256_vectors);
     TT_RUN(test_key_string_and_digest);
+    TT_RUN(test_key_pinned);
     TT_RUN(test_key_escaping);
     TT_RUN(test_trial_state_names);
     TT_RUN(test_open_creates_dirs_and_schema);

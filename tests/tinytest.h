@@ -10,6 +10,22 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Tests name their fixtures relative to the source root (templates/,
+** search/, tests/fixtures/). AT_TEST_SOURCE_DIR (tests/CMakeLists.txt) is
+** that root: every test changes into it before main, so it finds them when
+** run from anywhere. Where the folder is not there (a build carried to
+** another machine), the test stays where it was started (ctest starts it in
+** the source root). */
+#ifdef AT_TEST_SOURCE_DIR
+#include <unistd.h>
+__attribute__((constructor)) static void tt_chdir_source(void)
+{
+    if (chdir(AT_TEST_SOURCE_DIR) != 0) {
+        /* stay in the working directory */
+    }
+}
+#endif
+
 static int tt_passed, tt_failed, tt_skipped, tt_cur_failed, tt_cur_skipped;
 
 #define CHECK(cond)                                                        \

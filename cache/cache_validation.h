@@ -8,7 +8,7 @@
 #ifndef AT_CACHE_VALIDATION_H
 #define AT_CACHE_VALIDATION_H
 
-#include "autotune.h"
+#include "cache.h"
 
 /* A tuned shape of the winners table. */
 typedef struct at_tuned_shape {

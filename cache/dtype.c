@@ -3,7 +3,7 @@
 ** Conversions round to nearest even and keep NaN a NaN, so the host side
 ** (inputs, reference, poison) agrees bit for bit with the device's cvt.rn.
 */
-#include "autotune.h"
+#include "cache.h"
 
 #include <string.h>
 

@@ -4,7 +4,7 @@
 ** every operand's element count within AT_SHAPE_MAX_ELEMS, so later size
 ** arithmetic in int64 cannot overflow.
 */
-#include "autotune.h"
+#include "cache.h"
 
 #include <stdio.h>
 #include <stdlib.h>

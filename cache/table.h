@@ -7,7 +7,7 @@
 #ifndef AT_TABLE_H
 #define AT_TABLE_H
 
-#include "autotune.h"
+#include "cache.h"
 #include "cache_validation.h"
 
 #include <stdio.h>

@@ -148,8 +148,8 @@ static int col_int(sqlite3_stmt *s, int i)
 
 /* 1 when s is valid UTF-8 (no overlong forms, surrogates or code points
 ** above U+10FFFF): text the JSON writer writes as it is, so an export reads
-** back as the same bytes. (json.c has the same check for its reader; atk
-** compiles json.c under private names, so it stays static there.) */
+** back as the same bytes. (json.c has the same check for its reader,
+** static there.) */
 static int utf8_valid(const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;

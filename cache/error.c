@@ -3,7 +3,7 @@
 ** Every failing path calls at_fail(), which formats the message once and
 ** returns the status, so errors stay one line at the call site.
 */
-#include "autotune.h"
+#include "cache.h"
 
 #include <stdarg.h>
 #include <stdio.h>

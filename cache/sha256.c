@@ -4,7 +4,7 @@
 ** stored cubin blob is the one that was written. Invariant: the output is
 ** always 64 lower-case hex digits and a NUL, for any input (len 0 included).
 */
-#include "autotune.h"
+#include "cache.h"
 
 #include <string.h>
 

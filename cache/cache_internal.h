@@ -1,13 +1,13 @@
 /*
 ** cache_internal.h — the body of the opaque at_cache handle, shared by the
-** files that implement the cache (cache.c: keys, trials, winners; and
-** cache_table.c: the queries behind exported tables). Nothing outside tuner/
+** files that implement the cache (cache.c: devices, trials, winners; and
+** cache_table.c: the queries behind exported tables). Nothing outside cache/
 ** includes it. Invariant: `db` is open and `path` names it while the handle lives.
 */
 #ifndef AT_CACHE_INTERNAL_H
 #define AT_CACHE_INTERNAL_H
 
-#include "autotune.h"
+#include "cache.h"
 
 #include <sqlite3.h>
 

@@ -7,7 +7,7 @@
 */
 #include "json.h"
 
-#include "autotune.h"
+#include "cache.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -1,26 +1,21 @@
 /*
 ** cache_validation.c — the cache's `validations` table (cache_validation.h):
 ** what `autotune validate` measured per call shape. The table is optional
-** in schema version 1: created by the first put, absent from a cache that
-** was never validated (readers treat that as no rows), and ignored by
-** tuners that predate it.
+** in schema version 1 (schema.sql): a cache made before it gets it from
+** the first put, readers treat its absence as no rows, and tuners that
+** predate it ignore it.
 */
 #include "cache_internal.h"
 #include "cache_validation.h"
+#include "at_schema_sql.h" /* generated from schema.sql */
 
 #include <stdlib.h>
 #include <string.h>
 
 #define NOW_SQL "strftime('%Y-%m-%dT%H:%M:%fZ','now')"
 
-/* [VALIDATIONS] the runtime (kernels/atk_sqlite.c) reads these columns */
-static const char VALIDATIONS_SQL[] =
-    "CREATE TABLE IF NOT EXISTS validations (device TEXT NOT NULL, cc INTEGER NOT NULL, sms INTEGER NOT NULL,"
-    " op TEXT NOT NULL, dtype TEXT NOT NULL, shape TEXT NOT NULL, path TEXT NOT NULL, chosen TEXT NOT NULL,"
-    " strategy TEXT NOT NULL, from_shape TEXT NOT NULL, bucket INTEGER NOT NULL, us REAL, us_min REAL,"
-    " us_max REAL, baseline_us REAL, baseline_min REAL, baseline_max REAL, noise REAL, rel_err REAL,"
-    " verdict TEXT NOT NULL, reason TEXT NOT NULL, created_at TEXT NOT NULL,"
-    " PRIMARY KEY (device, cc, sms, op, dtype, shape))";
+/* schema.sql's validations statement, alone */
+static const char VALIDATIONS_SQL[] = AT_SCHEMA_SQL_VALIDATIONS;
 
 static int fail(at_cache *c, const char *what)
 {

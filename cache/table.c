@@ -31,7 +31,7 @@
 **       "validations": [VALIDATION...]}; VALIDATION = {op, dtype, shape,
 **       path, chosen, strategy, from, bucket, us, us_min, us_max,
 **       baseline_us, baseline_min, baseline_max, noise_us, rel_err, verdict,
-**       reason} (tuner/cache_validation.h); ENTRY = {op, dtype, shape,
+**       reason} (cache/cache_validation.h); ENTRY = {op, dtype, shape,
 **       driver_version, nvrtc_version, space_sha, options, tuner_version,
 **       key_sha, strategy, kernel, template, params, grid [3], block [3], smem,
 **       us, us_min, us_max, baseline_us, baseline_min, baseline_max, speedup,

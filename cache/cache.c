@@ -5,8 +5,9 @@
 ** every value goes through sqlite3_bind_*; a winner whose cubin no longer
 ** matches its sha256 is never handed out.
 */
-#include "autotune.h"
+#include "cache.h"
 #include "cache_internal.h"
+#include "at_schema_sql.h" /* generated from schema.sql */
 
 #include <errno.h>
 #include <math.h>
@@ -24,36 +25,17 @@
 #define KEY_COLS                                                                                             \
     "key_sha, op, dtype, shape, device, cc, sms, driver_version, nvrtc_version, space_sha, options, "        \
     "tuner_version"
-#define KEY_DEFS                                                                                             \
-    "key_sha TEXT NOT NULL, op TEXT NOT NULL, dtype TEXT NOT NULL, shape TEXT NOT NULL, "                    \
-    "device TEXT NOT NULL, cc INTEGER NOT NULL, sms INTEGER NOT NULL, driver_version INTEGER NOT NULL, "     \
-    "nvrtc_version INTEGER NOT NULL, space_sha TEXT NOT NULL, options TEXT NOT NULL, "                       \
-    "tuner_version TEXT NOT NULL, "
 #define KEY_UPDATE                                                                                           \
     "op=excluded.op, dtype=excluded.dtype, shape=excluded.shape, device=excluded.device, cc=excluded.cc, "   \
     "sms=excluded.sms, driver_version=excluded.driver_version, nvrtc_version=excluded.nvrtc_version, "       \
     "space_sha=excluded.space_sha, options=excluded.options, tuner_version=excluded.tuner_version, "
 
-/* Schema version 1, created in one transaction with user_version = 1; a
-** change here bumps AT_SCHEMA_VERSION. NaN doubles are stored as NULL. */
-static const char SCHEMA_SQL[] =
-    "CREATE TABLE devices (name TEXT NOT NULL, cc_major INTEGER NOT NULL, cc_minor INTEGER NOT NULL,"
-    " sms INTEGER NOT NULL, l2_bytes INTEGER NOT NULL, mem_bytes INTEGER NOT NULL,"
-    " driver_version INTEGER NOT NULL, nvrtc_major INTEGER NOT NULL, nvrtc_minor INTEGER NOT NULL,"
-    " read_gbps REAL, copy_gbps REAL, empty_us REAL, measured_at TEXT NOT NULL,"
-    " PRIMARY KEY (name, cc_major, cc_minor, sms));"
-    "CREATE TABLE trials (id INTEGER PRIMARY KEY, " KEY_DEFS "strategy TEXT NOT NULL,"
-    " params TEXT NOT NULL, state TEXT NOT NULL, reason TEXT NOT NULL, us REAL, us_min REAL, us_max REAL,"
-    " stream_us REAL, rel_err REAL, regs INTEGER NOT NULL, spill_bytes INTEGER NOT NULL,"
-    " smem_bytes INTEGER NOT NULL, created_at TEXT NOT NULL, UNIQUE (key_sha, strategy, params));"
-    "CREATE TABLE winners (" KEY_DEFS "strategy TEXT NOT NULL, kernel TEXT NOT NULL,"
-    " template_name TEXT NOT NULL, params TEXT NOT NULL, us REAL, us_min REAL, us_max REAL,"
-    " baseline_us REAL, baseline_min REAL, baseline_max REAL, speedup REAL, bytes REAL,"
-    " grid_x INTEGER NOT NULL, grid_y INTEGER NOT NULL, grid_z INTEGER NOT NULL, block_x INTEGER NOT NULL,"
-    " block_y INTEGER NOT NULL, block_z INTEGER NOT NULL, smem INTEGER NOT NULL, cubin BLOB,"
-    " cubin_sha TEXT NOT NULL, created_at TEXT NOT NULL, PRIMARY KEY (key_sha));"
-    "CREATE INDEX winners_by_problem ON winners (device, cc, sms, op, dtype, shape);"
-    "PRAGMA user_version = 1;";
+/* The schema (cache/schema.sql, embedded by cmake/at_embed_sql.cmake):
+** created in one transaction on an empty file, its last statement setting
+** user_version. A change there bumps AT_SCHEMA_VERSION. NaN doubles are
+** stored as NULL. */
+static const char SCHEMA_SQL[] = AT_SCHEMA_SQL;
+_Static_assert(AT_SCHEMA_SQL_VERSION == AT_SCHEMA_VERSION, "cache/schema.sql sets another user_version");
 
 static const char *const STMT_SQL[S_COUNT] = {
     [S_GET_DEVICE] = "SELECT l2_bytes, mem_bytes, driver_version, nvrtc_major, nvrtc_minor, read_gbps,"
@@ -98,92 +80,6 @@ static const char *const STMT_SQL[S_COUNT] = {
         " smem=excluded.smem, cubin=excluded.cubin, cubin_sha=excluded.cubin_sha,"
         " created_at=excluded.created_at",
 };
-
-/* ------------------------------------------------------------ key text */
-
-/* Appends to buf[*pos..len) keeping it NUL-terminated; stops when full. */
-static void put_raw(char *buf, size_t len, size_t *pos, const char *s, size_t n)
-{
-    for (size_t i = 0; i < n && *pos + 1 < len; i++)
-        buf[(*pos)++] = s[i];
-    if (len)
-        buf[*pos < len ? *pos : len - 1] = '\0';
-}
-
-/* ";name=" then the field, at most `cap` bytes of it, with '\\', ';' and '='
-** escaped by a backslash so a field can never forge a separator. */
-static void put_field(char *buf, size_t len, size_t *pos, const char *name, const char *val, size_t cap)
-{
-    put_raw(buf, len, pos, ";", 1);
-    put_raw(buf, len, pos, name, strlen(name));
-    put_raw(buf, len, pos, "=", 1);
-    size_t n = strnlen(val, cap);
-    for (size_t i = 0; i < n; i++) {
-        if (val[i] == '\\' || val[i] == ';' || val[i] == '=')
-            put_raw(buf, len, pos, "\\", 1);
-        put_raw(buf, len, pos, val + i, 1);
-    }
-}
-
-static void put_int(char *buf, size_t len, size_t *pos, const char *name, int v)
-{
-    char num[16];
-    snprintf(num, sizeof num, "%d", v);
-    put_field(buf, len, pos, name, num, sizeof num);
-}
-
-/* The dtype's name when it round-trips through at_dtype_parse, else "#<n>",
-** so an out-of-range value can never alias a real dtype's text. */
-static void dtype_text(at_dtype d, char out[24])
-{
-    const char *name = at_dtype_name(d);
-    at_dtype back;
-    char saved[1024];
-    snprintf(saved, sizeof saved, "%s", at_errmsg()); /* parse may overwrite it */
-    if (name && name[0] && name[0] != '#' && at_dtype_parse(name, &back) == AT_OK && back == d)
-        snprintf(out, 24, "%s", name);
-    else
-        snprintf(out, 24, "#%d", (int)d);
-    at_fail(AT_OK, "%s", saved);
-}
-
-/* [CACHE_KEY] The canonical key text. Format "v1" then ";field=value" for
-** op, dtype, shape, device, cc, sms, driver, nvrtc, space, options, tuner, in
-** that order; string fields escaped as put_field does. The runtime library
-** (kernels/, atk_) must build exactly the same text from the same fields to
-** find a winner: change both together, and bump "v1" if the format moves. */
-void at_key_string(const at_key *k, char *buf, size_t len)
-{
-    size_t pos = 0;
-    char dt[24];
-    if (!buf || !len)
-        return;
-    buf[0] = '\0';
-    dtype_text(k->dtype, dt);
-    put_raw(buf, len, &pos, "v1", 2);
-    put_field(buf, len, &pos, "op", k->op, sizeof k->op);
-    put_field(buf, len, &pos, "dtype", dt, sizeof dt);
-    put_field(buf, len, &pos, "shape", k->shape, sizeof k->shape);
-    put_field(buf, len, &pos, "device", k->device, sizeof k->device);
-    put_int(buf, len, &pos, "cc", k->cc);
-    put_int(buf, len, &pos, "sms", k->sms);
-    put_int(buf, len, &pos, "driver", k->driver_version);
-    put_int(buf, len, &pos, "nvrtc", k->nvrtc_version);
-    put_field(buf, len, &pos, "space", k->space_sha, sizeof k->space_sha);
-    put_field(buf, len, &pos, "options", k->options, sizeof k->options);
-    put_field(buf, len, &pos, "tuner", k->tuner_version, sizeof k->tuner_version);
-}
-
-/* Every string field escaped doubles at most; 4 KiB holds the largest key. */
-#define KEY_TEXT_MAX 4096
-_Static_assert(2 * sizeof(at_key) + 256 < KEY_TEXT_MAX, "key text buffer too small");
-
-void at_key_digest(const at_key *k, char hex[65])
-{
-    char text[KEY_TEXT_MAX];
-    at_key_string(k, text, sizeof text);
-    at_sha256_hex(text, strlen(text), hex);
-}
 
 const char *at_trial_state_name(at_trial_state s)
 {
@@ -635,7 +531,7 @@ int at_cache_put_trial(at_cache *c, const at_key *k, const at_trial *t)
     if ((st = stmt(c, S_PUT_TRIAL, &s)) != AT_OK)
         return st;
     at_key_digest(k, sha);
-    dtype_text(k->dtype, dt);
+    at_key_dtype_text(k->dtype, dt);
     const double d[] = {t->us, t->us_min, t->us_max, t->stream_us, t->rel_err};
     const int64_t n[] = {t->regs, t->spill_bytes, t->smem_bytes};
     if (bind_key(s, k, sha, dt) || BIND_FIELD(s, 13, t->strategy) || BIND_FIELD(s, 14, t->params) ||
@@ -695,7 +591,7 @@ int at_cache_put_winner(at_cache *c, const at_key *k, const at_winner *w)
     if ((st = stmt(c, S_PUT_WINNER, &s)) != AT_OK)
         return st;
     at_key_digest(k, sha);
-    dtype_text(k->dtype, dt);
+    at_key_dtype_text(k->dtype, dt);
     if (has_blob)
         at_sha256_hex(w->cubin, w->cubin_size, blob_sha);
     const double d[] = {w->us,           w->us_min,       w->us_max,  w->baseline_us,
@@ -813,7 +709,7 @@ int at_cache_list_winners(at_cache *c, const at_key *k, at_winner_ref *out, int 
         return at_fail(AT_ERR_USAGE, "at_cache_list_winners: NULL argument");
     if ((rc = sqlite3_prepare_v2(c->db, sql, -1, &s, NULL)) != SQLITE_OK)
         return sql_fail(c, rc, "list winners");
-    dtype_text(k->dtype, dt);
+    at_key_dtype_text(k->dtype, dt);
     if (sqlite3_bind_text(s, 1, k->device, -1, SQLITE_STATIC) || sqlite3_bind_int(s, 2, k->cc) ||
         sqlite3_bind_int(s, 3, k->sms) || sqlite3_bind_text(s, 4, k->op, -1, SQLITE_STATIC) ||
         sqlite3_bind_text(s, 5, dt, -1, SQLITE_STATIC)) {
