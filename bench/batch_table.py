@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/batch_table.py — the table of `autotune validate --json`: one row per
 M, one column per shape (K x N), each cell the fallback's time over the
-runtime's (>1: the runtime is faster), then a summary line per range: the
+runtime's (cuBLAS for gemv, the naive fused norm for the norms) (>1: the runtime is faster), then a summary line per range: the
 smallest cell, the geometric mean, cells below 0.97x, and the paths taken.
 
 usage: batch_table.py VALIDATE.json
@@ -18,15 +18,16 @@ def main():
     cells = doc["cells"]
     shapes, rows = [], {}
     for c in cells:
-        m, k, n = (int(v) for v in c["shape"].split("x"))
-        kn = "%dx%d" % (k, n)
+        dims = c["shape"].split("x")
+        m, kn = int(dims[0]), "x".join(dims[1:])  # MxKxN -> KxN; TxH -> H
         if kn not in shapes:
             shapes.append(kn)
         rows.setdefault(m, {})[kn] = c
-    print("%s, %s: fallback us / runtime us per call (cold weights, graph replay); "
-          "path: t tuned, b bucket, i inferred, f fallback" % (doc["device"], "as served" if doc.get("served") else "as tuned"))
+    op = cells[0]["op"] if cells else "?"
+    print("%s on %s, %s: fallback us / runtime us per call (cold weights, graph replay); "
+          "path: t tuned, b bucket, i inferred, f fallback" % (op, doc["device"], "as served" if doc.get("served") else "as tuned"))
     print()
-    print("| M | " + " | ".join(shapes) + " |")
+    print("| %s | " % ("M" if op == "gemv" else "T") + " | ".join(shapes) + " |")
     print("|---|" + "---|" * len(shapes))
     for m in sorted(rows):
         out = []
