@@ -17,7 +17,7 @@ endif()
 set(version ${CMAKE_MATCH_1})
 # the optional validations table, alone (cache_validation.c creates it in a
 # cache made before it)
-if(NOT sql MATCHES "(CREATE TABLE IF NOT EXISTS validations\\([^;]*\\));")
+if(NOT sql MATCHES "(CREATE TABLE IF NOT EXISTS validations ?\\([^;]*\\));")
   message(FATAL_ERROR "${IN}: no CREATE TABLE IF NOT EXISTS validations statement")
 endif()
 set(validations "${CMAKE_MATCH_1}")
