@@ -70,7 +70,7 @@ static void suite_tunes_then_answers_from_cache(void)
 static void interrupted_suite_continues(void)
 {
     static cli_out o;
-    char cmd[2048], err[160], out[160];
+    char cmd[8192], err[160], out[160];
     if (gpu_count() == 0)
         TT_SKIP("no GPU");
     snprintf(err, sizeof err, "/tmp/at_suite_gpu_err.%d", (int)getpid());

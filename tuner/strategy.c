@@ -96,7 +96,7 @@ int at_strategy_choose(const char *strategy, const char *effort, const char *spe
                        int n, int reps, at_strategy_opts *out, const char **from)
 {
     at_effort e = AT_EFFORT_NORMAL;
-    at_strategy_kind k;
+    at_strategy_kind k = AT_STRATEGY_EXHAUSTIVE; /* set by at_strategy_parse before use */
     const char *src = "default";
     int rc;
     if (effort && (rc = at_strategy_effort_parse(effort, &e)) != AT_OK)
