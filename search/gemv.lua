@@ -19,7 +19,7 @@ local vec_divides_k = { "vec_divides_k", function(p, s)
   -- 16-byte (TP_VEC=8) loads need every row of W to start 16-byte aligned
   if s.K % p.TP_VEC ~= 0 then return "K % TP_VEC ~= 0: rows would be misaligned" end
   return true
-end }
+end, "TP_VEC" }
 
 local widest_vec = { "widest_vec", function(p, s)
   -- a narrower load only where K forbids the wider one: it is never faster
@@ -27,13 +27,13 @@ local widest_vec = { "widest_vec", function(p, s)
     return "K allows TP_VEC=" .. (p.TP_VEC * 2)
   end
   return true
-end }
+end, "TP_VEC" }
 
 local pdl_needs_sm90 = { "pdl_needs_sm90", function(p, s)
   -- griddepcontrol (programmatic dependent launch) exists from Hopper on
   if p.TP_PDL == 1 and s.arch < 90 then return "TP_PDL=1 needs sm_90" end
   return true
-end }
+end, "TP_PDL" }
 
 local registers_for_loads = { "registers_for_loads", function(p, s)
   -- TP_ROWS*TP_UNROLL vectors in flight per thread; beyond 16 they spill
@@ -44,7 +44,7 @@ local bf16_needs_sm80 = { "bf16_needs_sm80", function(p, s)
   -- the bf16 store (cvt.rn.bf16.f32 in common/dtype.cuh) exists from Ampere on
   if s.dtype == "bf16" and s.arch < 80 then return "bf16 needs sm_80" end
   return true
-end }
+end, "shape" }
 
 -- Shared by the strategies whose TP_WPR warps split one row's K (splitk,
 -- multi_token): every warp gets a vector of K; a block whose rows mostly
@@ -72,7 +72,7 @@ local one_token = { "one_token", function(p, s)
   -- measured; with more tokens they would read every weight once per token
   if s.M > 1 then return "M > 1: multi_token and mma read each weight once" end
   return true
-end }
+end, "shape" }
 
 local independent_warps = { "independent_warps", function(p, s)
   -- with TP_WPR=1 a block's warps share nothing: 4 or 8 per block behave
@@ -93,14 +93,14 @@ local function tiny_weights(s) return s.N * s.K * s.elem <= 2 * 1024 * 1024 end
 local mma_m = { "mma_m", function(p, s)
   if s.M < 2 then return "M=1: warp_row and splitk" end
   return true
-end }
+end, "shape" }
 
 local nt_covers_m = { "nt_covers_m", function(p, s)
   -- the fewest 8-token tiles that hold M (up to 2; more tokens: more blocks)
   local want = s.M <= 8 and 1 or 2
   if p.TP_NT ~= want then return "M=" .. s.M .. " takes TP_NT=" .. want end
   return true
-end }
+end, "TP_NT" }
 
 -- [MMA_KSTEP] mma: elements of K per step, AT_MMA_KSTEP in common/mma.cuh
 local function mma_kstep(p) return p.TP_VEC == 8 and 32 or 16 end
@@ -195,7 +195,7 @@ return {
           if s.M < 2 then return "M=1: warp_row and splitk" end
           if s.M > MULTI_TOKEN_MAX_M and not tiny_weights(s) then return "M > " .. MULTI_TOKEN_MAX_M .. ": mma" end
           return true
-        end },
+        end, "shape" },
         bf16_needs_sm80,
         { "tokens_cover_m", function(p, s)
           -- the smallest TP_TOKENS that holds M: each weight read once from
@@ -204,7 +204,7 @@ return {
           if tiny_weights(s) and p.TP_TOKENS <= want then return true end
           if p.TP_TOKENS ~= want then return "M=" .. s.M .. " takes TP_TOKENS=" .. want end
           return true
-        end },
+        end, "TP_TOKENS" },
         pdl_needs_sm90,
         wpr_divides_warps,
         independent_warps,
@@ -247,14 +247,14 @@ return {
           -- mma.sync m16n8k16 with bf16 exists from Ampere on
           if s.arch < 80 then return "mma.m16n8k16.bf16 needs sm_80" end
           return true
-        end },
+        end, "shape" },
         nt_covers_m,
         pdl_needs_sm90,
         { "ksplit_needs_sm90", function(p, s)
           -- thread block clusters (distributed shared memory) exist from Hopper on
           if p.TP_KSPLIT > 1 and s.arch < 90 then return "TP_KSPLIT > 1 needs sm_90" end
           return true
-        end },
+        end, "TP_KSPLIT" },
         wpr_divides_warps,
         independent_warps,
         { "ksplit_for_few_tiles", function(p, s)
@@ -370,7 +370,7 @@ return {
           -- cp.async.bulk with mbarrier transaction counts exists from Hopper on
           if s.arch < 90 then return "bulk copies need sm_90" end
           return true
-        end },
+        end, "shape" },
         nt_covers_m,
         { "rows_16_byte_aligned", function(p, s)
           -- a bulk copy moves 16-byte multiples between 16-byte aligned ends

@@ -195,6 +195,78 @@ static void test_shape_table_fields_reach_lua(void)
     at_spec_free(sp);
 }
 
+/* A constraint of scope "shape" rules its strategy out before crossing; one
+** of a parameter's scope cuts that parameter's values; the live candidates
+** are those the same constraints leave without scopes, and the count is
+** what was crossed. A scope that names no param of the strategy is refused. */
+static void test_scoped_constraints_cut_before_crossing(void)
+{
+    static const char *const pieces[][2] = {
+        {"{ { \"m_is_one\", function(p, s) return s.M == 1 end, \"shape\" },"
+         "  { \"x_divides_k\", function(p, s) return s.K % p.TP_X == 0 end, \"TP_X\" },"
+         "  { \"pair\", function(p, s) return p.TP_X + p.TP_Y ~= 5 end } }",
+         "{ { \"m_is_one\", function(p, s) return s.M == 1 end },"
+         "  { \"x_divides_k\", function(p, s) return s.K % p.TP_X == 0 end },"
+         "  { \"pair\", function(p, s) return p.TP_X + p.TP_Y ~= 5 end } }"},
+    };
+    const char *params = "{ { \"TP_X\", {1, 2, 3, 4} }, { \"TP_Y\", {1, 2, 3} } }";
+    at_spec *scoped = NULL, *plain = NULL;
+    char a[4096], text[256];
+    snprintf(a, sizeof a, "%s", spec_src(NULL, NULL, params, pieces[0][0], NULL));
+    CHECK_EQ_INT(at_spec_load_string(a, "scoped", &scoped), AT_OK);
+    CHECK_EQ_INT(at_spec_load_string(spec_src(NULL, NULL, params, pieces[0][1], NULL), "plain", &plain), AT_OK);
+    if (!scoped || !plain)
+        return;
+    const int64_t ks[] = {4096, 4098, 4099};
+    for (int m = 1; m <= 2; m++)
+        for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+            at_problem pb = gemv_pb;
+            at_candidate *c1 = NULL, *c2 = NULL;
+            int n1 = 0, n2 = 0, live1 = 0, live2 = 0, same = 1;
+            pb.shape.M = m, pb.shape.K = ks[i];
+            CHECK_EQ_INT(at_spec_expand(scoped, &pb, &c1, &n1), AT_OK);
+            CHECK_EQ_INT(at_spec_expand(plain, &pb, &c2, &n2), AT_OK);
+            CHECK_EQ_INT(n2, 12);
+            for (int j = 0, k = 0; j < n2; j++) {
+                if (c2[j].pruned_by[0])
+                    continue;
+                live2++;
+                while (k < n1 && c1[k].pruned_by[0])
+                    k++;
+                same &= k < n1 && c1[k].params[0].value == c2[j].params[0].value &&
+                        c1[k].params[1].value == c2[j].params[1].value;
+                k++;
+            }
+            for (int j = 0; j < n1; j++)
+                live1 += !c1[j].pruned_by[0];
+            CHECK_EQ_INT(live1, live2);
+            CHECK(same);
+            at_spec_space_text(scoped, text, sizeof text);
+            if (m == 2) { /* ruled out: nothing crossed */
+                CHECK_EQ_INT(n1, 0);
+                CHECK_STR_HAS(text, "ruled out: s (m_is_one)");
+            } else if (ks[i] == 4096) { /* TP_X 3 cut: 3 values x 3 */
+                CHECK_EQ_INT(n1, 9);
+                CHECK_STR_HAS(text, "s 9; cut: s TP_X 3 (x_divides_k)");
+            } else if (ks[i] == 4098) { /* 1, 2, 3 divide 4098 */
+                CHECK_EQ_INT(n1, 9);
+                CHECK_STR_HAS(text, "TP_X 4 (x_divides_k)");
+            } else { /* 4099 is prime: TP_X = 1 alone */
+                CHECK_EQ_INT(n1, 3);
+                CHECK_STR_HAS(text, "TP_X 2,3,4 (x_divides_k)");
+            }
+            free(c1);
+            free(c2);
+        }
+    at_spec_free(scoped);
+    at_spec_free(plain);
+    /* a scope must be "shape" or one of the strategy's params */
+    CHECK_EQ_INT(load_status(spec_src(NULL, NULL, params,
+                                      "{ { \"bad\", function(p, s) return true end, \"TP_Z\" } }", NULL)),
+                 AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "scope must be");
+}
+
 static void test_later_constraints_are_not_evaluated_after_a_prune(void)
 {
     const char *src =
@@ -901,6 +973,7 @@ int main(void)
     TT_RUN(test_good_fixture_bytes);
     TT_RUN(test_shape_table_fields_reach_lua);
     TT_RUN(test_later_constraints_are_not_evaluated_after_a_prune);
+    TT_RUN(test_scoped_constraints_cut_before_crossing);
     TT_RUN(test_all_pruned_is_not_an_expand_error);
     TT_RUN(test_params_string_and_param_lookup);
     TT_RUN(test_sandbox_keeps_safe_library_and_text_load);

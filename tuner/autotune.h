@@ -58,6 +58,11 @@ typedef struct at_candidate {
 ** refused here. Errors read "path:line: message". The caller owns *out and
 ** frees it with at_spec_free. */
 int at_spec_load(const char *path, at_spec **out);
+/* The same with the op named: the chunk gets it as `...`, so one spec may
+** serve several ops. */
+int at_spec_load_op(const char *path, const char *op, at_spec **out);
+/* The spec of op under home: <home>/search/<op>.lua. */
+void at_spec_default_path(const char *home, const char *op, char *buf, size_t len);
 /* Same, from a string; `chunkname` is used in messages (e.g. "fixture"). */
 int at_spec_load_string(const char *source, const char *chunkname, at_spec **out);
 void at_spec_free(at_spec *spec); /* NULL is a no-op */
@@ -86,14 +91,21 @@ const char *at_spec_strategy_name(const at_spec *spec, int i);
 const char *at_spec_strategy_template(const at_spec *spec, int i); /* "gemv/gemv_warp_row.cu" */
 const char *at_spec_strategy_kernel(const at_spec *spec, int i);   /* "gemv_warp_row" */
 
-/* Expands the full cartesian product of every strategy's parameters, in the
-** order the spec lists them, and evaluates the named constraints; live
+/* Expands, per strategy, the cartesian product of its parameters, in the
+** order the spec lists them, and evaluates the named constraints: those of
+** scope "shape" first (a failing one rules the strategy out uncrossed),
+** those of one parameter's scope next (they cut its values before the
+** crossing), then the rest per candidate; live
 ** candidates also get grid/block/smem. *out is malloc'ed (caller frees).
 ** A constraint that errors, runs past the instruction limit (of one call,
 ** or of the whole expansion: "instruction limit exceeded (whole
 ** expansion)") or returns a wrong type fails the whole call with
 ** AT_ERR_SPEC ("path:line: ..."). */
 int at_spec_expand(at_spec *spec, const at_problem *pb, at_candidate **out, int *count);
+/* After at_spec_expand: what it crossed per strategy and what its shape and
+** one-parameter constraints cut before crossing ("warp_row 480, splitk 864;
+** not crossed: mma ruled out by mma_m: M=1 ..."). */
+void at_spec_space_text(const at_spec *spec, char *buf, size_t len);
 /* Bytes the op moves for this problem (the spec's bytes(shape)). */
 int at_spec_bytes(at_spec *spec, const at_problem *pb, double *bytes);
 
@@ -243,6 +255,7 @@ typedef struct at_search_result {
     int dry_run;
     int interrupted;
     int harness_errors;  /* measurements above the read ceiling */
+    char space_text[384]; /* at_spec_space_text: per strategy, and what was not crossed */
     int ncand, npruned, ncompiled, ncompile_failed, nspills, ncorrect, nwrong, ncrashed, nskipped;
     int ncompile_cached; /* of ncompiled, read from the compiled-kernel cache */
     int nunreported;     /* of ncompiled, without ptxas's resource report (spills unknown) */

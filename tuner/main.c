@@ -462,7 +462,7 @@ int main(int argc, char **argv)
         if ((rc = find_home(home, sizeof home)) != AT_OK)
             return die(rc, json);
         if (!spec) {
-            snprintf(spec_buf, sizeof spec_buf, "%s/search/%s.lua", home, o.op);
+            at_spec_default_path(home, o.op, spec_buf, sizeof spec_buf);
             spec = spec_buf;
         }
         if (!templates) {

@@ -80,8 +80,8 @@ static void device_line(FILE *f, const at_search_result *r)
 
 static void space_line(FILE *f, const at_search_result *r)
 {
-    fprintf(f, "space   %d candidates, %d pruned (named constraints), %d compiled (", r->ncand, r->npruned,
-            r->ncompiled);
+    fprintf(f, "space   %d candidates%s%s%s, %d pruned (named constraints), %d compiled (", r->ncand,
+            r->space_text[0] ? " (" : "", r->space_text, r->space_text[0] ? ")" : "", r->npruned, r->ncompiled);
     if (r->nprograms && r->nprograms < r->ncompiled + r->ncompile_failed) /* search.c [PDL_LAUNCH] */
         fprintf(f, "%d NVRTC programs, ", r->nprograms);
     fprintf(f, "%d failed", r->ncompile_failed);

@@ -538,12 +538,14 @@ int at_sandbox_open(const char *name, at_sandbox **out)
     return AT_OK;
 }
 
-int at_sandbox_run(at_sandbox *sb, const char *src, size_t len, const char *chunkname)
+int at_sandbox_run(at_sandbox *sb, const char *src, size_t len, const char *chunkname, const char *arg)
 {
     int status = luaL_loadbufferx(sb->L, src, len, chunkname, "t");
     if (status == LUA_OK) {
+        if (arg) /* the chunk's `...` */
+            lua_pushstring(sb->L, arg);
         lua_sethook(sb->L, sb_hook, LUA_MASKCOUNT | LUA_MASKLINE, HOOK_EVERY);
-        status = at_sandbox_pcall(sb, 0, 1, sb->name, "load");
+        status = at_sandbox_pcall(sb, arg ? 1 : 0, 1, sb->name, "load");
     }
     return status == LUA_OK ? AT_OK : at_sandbox_failure(sb, status, "");
 }

@@ -38,9 +38,10 @@ void at_sandbox_close(at_sandbox *sb);
 lua_State *at_sandbox_state(const at_sandbox *sb);
 
 /* Compiles src (text only: bytecode is refused), turns the limit hooks on
-** and runs it protected. Returns AT_OK with its one result on top of the
-** stack, or the status of at_sandbox_failure. Call it once, first. */
-int at_sandbox_run(at_sandbox *sb, const char *src, size_t len, const char *chunkname);
+** and runs it protected, with `arg` (when not NULL) as the chunk's `...`.
+** Returns AT_OK with its one result on top of the stack, or the status of
+** at_sandbox_failure. Call it once, first. */
+int at_sandbox_run(at_sandbox *sb, const char *src, size_t len, const char *chunkname, const char *arg);
 
 /* lua_pcall of the function below the nargs values on top: one top-level
 ** entry point (a load, an expansion, a bytes call). It starts the whole

@@ -393,6 +393,7 @@ static int make_rows(run *r, const at_problem *pb)
         return at_fail(AT_ERR_NOMEM, "out of memory");
     }
     res->nrows = res->ncand = n;
+    at_spec_space_text(r->spec, res->space_text, sizeof res->space_text);
     for (int i = 0; i < n; i++) {
         at_search_row *row = &res->rows[i];
         row->cand = cands[i];
@@ -635,7 +636,7 @@ int at_search_run(const at_search_opts *o, at_search_result *res)
         return at_fail(AT_ERR_USAGE, "op %s takes a shape %s", o->op, r.op->shape_form);
     if (o->progress != AT_PROGRESS_OFF) /* NULL on failure: no display */
         at_progress_open(stderr, (at_progress_mode)o->progress, &r.pg);
-    if ((rc = at_spec_load(o->spec_path, &r.spec)) != AT_OK) {
+    if ((rc = at_spec_load_op(o->spec_path, o->op, &r.spec)) != AT_OK) {
         if (rc == AT_ERR_IO) { /* for the CLI an unreadable spec is a spec error (exit 3) */
             char msg[512];
             snprintf(msg, sizeof msg, "%s", at_errmsg());

@@ -39,9 +39,16 @@ typedef struct spec_param {
     int nvalues;
 } spec_param;
 
+/* A constraint reads the candidate and the shape (scope ""), the shape only
+** (scope "shape": it rules the whole strategy in or out before crossing),
+** or one parameter and the shape (scope "TP_X": it cuts that parameter's
+** values before crossing). The pre-crossing cuts keep exactly the
+** candidates the constraint would have passed, so the live set is the same
+** and the space counts only what is crossed. */
 typedef struct spec_cons {
     char name[AT_NAME_LEN];
     at_sandbox_fn fn;
+    char scope[AT_NAME_LEN];
 } spec_cons;
 
 typedef struct spec_strategy {
@@ -50,7 +57,10 @@ typedef struct spec_strategy {
     spec_param params[AT_MAX_PARAMS];
     spec_cons *cons;
     at_sandbox_fn grid, block, smem;
-    double size; /* candidates in its space */
+    double size; /* candidates in its space, every value crossed */
+    char cut[192]; /* the last expansion's pre-crossing cuts ("" for none) */
+    int crossed;   /* and the candidates it crossed */
+    int ruled_out; /* by a shape constraint (cut names it), or no value left */
 } spec_strategy;
 
 struct at_spec {
@@ -81,6 +91,7 @@ typedef struct body {
     int status;
     char msg[768];
     double bytes;
+    int ncands; /* candidates the expansion crossed */
 } body;
 
 /* ------------------------------------------------------------- bodies */
@@ -251,8 +262,9 @@ static void load_constraints(body *b, spec_strategy *st)
     for (int i = 1; i <= n; i++) {
         spec_cons *k = &st->cons[i - 1];
         lua_rawgeti(L, ct, i);
-        if (!at_sandbox_is_list(L, -1) || lua_rawlen(L, -1) != 2)
-            body_fail(b, "constraints[%d] must be {name, function}", i);
+        size_t len = at_sandbox_is_list(L, -1) ? lua_rawlen(L, -1) : 0;
+        if (len != 2 && len != 3)
+            body_fail(b, "constraints[%d] must be {name, function} or {name, function, scope}", i);
         lua_rawgeti(L, ct + 1, 1);
         const char *name = at_sandbox_tostring(L, AT_NAME_LEN);
         if (!name || !is_ident(name))
@@ -264,6 +276,16 @@ static void load_constraints(body *b, spec_strategy *st)
         lua_rawgeti(L, ct + 1, 2);
         if (!at_sandbox_take_fn(b->sp->sb, &k->fn, 0))
             body_fail(b, "constraint '%s' must be a function", name);
+        if (len == 3) { /* "shape", or the one parameter it reads */
+            lua_rawgeti(L, ct + 1, 3);
+            const char *scope = at_sandbox_tostring(L, AT_NAME_LEN);
+            int known = scope && !strcmp(scope, "shape");
+            for (int j = 0; scope && !known && j < st->nparams; j++)
+                known = !strcmp(st->params[j].name, scope);
+            if (!known)
+                body_fail(b, "constraint '%s': scope must be \"shape\" or one of the strategy's params", name);
+            strcpy(k->scope, scope);
+        }
         st->ncons = i;
         lua_settop(L, ct);
     }
@@ -395,7 +417,8 @@ static int load_body(lua_State *L)
 }
 
 /* Runs the chunk src in a fresh sandbox and validates what it returns. */
-static int load_chunk(const char *src, size_t len, const char *chunkname, const char *display, at_spec **out)
+static int load_chunk(const char *src, size_t len, const char *chunkname, const char *display, const char *op,
+                      at_spec **out)
 {
     size_t dlen = strlen(display);
     at_spec *sp = calloc(1, sizeof *sp);
@@ -408,7 +431,7 @@ static int load_chunk(const char *src, size_t len, const char *chunkname, const 
     int rc = len > MAX_FILE ? at_fail(AT_ERR_SPEC, "%s: spec larger than %zu KiB", display, MAX_FILE >> 10)
                             : at_sandbox_open(sp->path, &sp->sb);
     if (rc == AT_OK)
-        rc = at_sandbox_run(sp->sb, src, len, chunkname);
+        rc = at_sandbox_run(sp->sb, src, len, chunkname, op);
     if (rc == AT_OK) {
         body b = {.sp = sp};
         rc = run_body(sp, load_body, &b, 1, "load");
@@ -429,10 +452,15 @@ int at_spec_load_string(const char *source, const char *chunkname, at_spec **out
         return at_fail(AT_ERR_USAGE, "spec: NULL argument to at_spec_load_string");
     char name[LUA_IDSIZE]; /* Lua shows at most this much of "=name" */
     snprintf(name, sizeof name, "=%s", chunkname && chunkname[0] ? chunkname : "spec");
-    return load_chunk(source, strlen(source), name, name + 1, out);
+    return load_chunk(source, strlen(source), name, name + 1, NULL, out);
 }
 
 int at_spec_load(const char *path, at_spec **out)
+{
+    return at_spec_load_op(path, NULL, out);
+}
+
+int at_spec_load_op(const char *path, const char *op, at_spec **out)
 {
     if (out)
         *out = NULL;
@@ -461,7 +489,7 @@ int at_spec_load(const char *path, at_spec **out)
     else {
         name[0] = '@'; /* Lua then reports "path:line:" */
         strcpy(name + 1, path);
-        rc = load_chunk(buf, len, name, path, out);
+        rc = load_chunk(buf, len, name, path, op, out);
     }
 done:
     fclose(f);
@@ -664,14 +692,106 @@ static void eval_candidate(body *b, const spec_strategy *st, at_candidate *k)
     lua_settop(L, base);
 }
 
+/* Runs the constraints of scope `scope` with p = {param = value} (or {} for
+** "shape"): NULL when all pass, else the first failing one's name, its
+** reason (if it gave one) into why[len]. */
+static const char *scoped_fail(body *b, spec_strategy *st, const char *scope, int64_t value, char *why,
+                               size_t len)
+{
+    lua_State *L = b->L;
+    int base = lua_gettop(L);
+    static at_candidate none; /* messages name "no params" */
+    b->cur = &none;
+    b->phase = "constraint";
+    for (int i = 0; i < st->ncons; i++) {
+        const spec_cons *ct = &st->cons[i];
+        if (strcmp(ct->scope, scope))
+            continue;
+        b->phase_name = ct->name;
+        lua_createtable(L, 0, 1);
+        if (strcmp(scope, "shape"))
+            set_int(L, scope, value);
+        push_shape(L, b->sp, b->pb);
+        at_sandbox_call_fn(b->sp->sb, &ct->fn, 2);
+        int t = lua_type(L, -1);
+        if (t == LUA_TBOOLEAN && lua_toboolean(L, -1)) {
+            lua_settop(L, base);
+            continue;
+        }
+        if (t != LUA_TNIL && t != LUA_TBOOLEAN && t != LUA_TSTRING)
+            body_fail(b, "%s: constraint '%s' returned a %s (expected true, false, nil or a reason string)",
+                      ct->fn.where, ct->name, lua_typename(L, t));
+        snprintf(why, len, "%.*s", (int)len - 1, t == LUA_TSTRING ? lua_tostring(L, -1) : "");
+        at_sandbox_one_line(why);
+        lua_settop(L, base);
+        b->phase_name = NULL;
+        return ct->name;
+    }
+    b->phase_name = NULL;
+    return NULL;
+}
+
+/* The values of st's params that pass their one-parameter constraints
+** (keep[i][v]), and st->cut saying what was not crossed. 0 when the
+** strategy is ruled out for the shape. */
+static int precross(body *b, spec_strategy *st, unsigned char keep[AT_MAX_PARAMS][MAX_VALUES])
+{
+    char why[128];
+    size_t used = 0;
+    st->cut[0] = '\0';
+    st->ruled_out = 1;
+    const char *name = scoped_fail(b, st, "shape", 0, why, sizeof why);
+    if (name) {
+        snprintf(st->cut, sizeof st->cut, "%s", name);
+        return 0;
+    }
+    for (int i = 0; i < st->nparams; i++) {
+        const spec_param *pm = &st->params[i];
+        int kept = 0;
+        const char *by = NULL;
+        for (int v = 0; v < pm->nvalues; v++) {
+            const char *n = scoped_fail(b, st, pm->name, pm->values[v], why, sizeof why);
+            keep[i][v] = n == NULL;
+            kept += keep[i][v];
+            if (n && !by)
+                by = n;
+        }
+        if (!kept) {
+            snprintf(st->cut, sizeof st->cut, "no %s passes %s", pm->name, by);
+            return 0;
+        }
+        if (kept == pm->nvalues || used + 1 >= sizeof st->cut)
+            continue;
+        used += (size_t)snprintf(st->cut + used, sizeof st->cut - used, "%s%s", used ? ", " : "", pm->name);
+        for (int v = 0, first = 1; v < pm->nvalues && used + 1 < sizeof st->cut; v++)
+            if (!keep[i][v]) {
+                used += (size_t)snprintf(st->cut + used, sizeof st->cut - used, "%s%lld", first ? " " : ",",
+                                         (long long)pm->values[v]);
+                first = 0;
+            }
+        if (used + 1 < sizeof st->cut)
+            used += (size_t)snprintf(st->cut + used, sizeof st->cut - used, " (%s)", by);
+    }
+    st->ruled_out = 0;
+    return 1;
+}
+
 static int expand_body(lua_State *L)
 {
     body *b = lua_touserdata(L, 1);
     at_candidate *k = b->cands;
+    static unsigned char keep[AT_MAX_PARAMS][MAX_VALUES];
     luaL_checkstack(L, 40, NULL);
     for (int s = 0; s < b->sp->nstrategies; s++) {
-        const spec_strategy *st = &b->sp->strategies[s];
+        spec_strategy *st = &b->sp->strategies[s];
+        at_candidate *first = k;
         int idx[AT_MAX_PARAMS] = {0}, i;
+        st->crossed = 0;
+        if (!precross(b, st, keep))
+            continue;
+        for (i = 0; i < st->nparams; i++) /* the first kept value of each */
+            while (!keep[i][idx[i]])
+                idx[i]++;
         do {
             k->strategy = s;
             k->nparams = st->nparams;
@@ -680,10 +800,20 @@ static int expand_body(lua_State *L)
                 k->params[i].value = st->params[i].values[idx[i]];
             }
             eval_candidate(b, st, k++);
-            for (i = st->nparams - 1; i >= 0 && ++idx[i] == st->params[i].nvalues; i--)
-                idx[i] = 0; /* an odometer: the last param varies fastest */
+            /* an odometer over the kept values: the last param varies fastest */
+            for (i = st->nparams - 1; i >= 0; i--) {
+                do
+                    idx[i]++;
+                while (idx[i] < st->params[i].nvalues && !keep[i][idx[i]]);
+                if (idx[i] < st->params[i].nvalues)
+                    break;
+                for (idx[i] = 0; !keep[i][idx[i]];)
+                    idx[i]++;
+            }
         } while (i >= 0);
+        st->crossed = (int)(k - first);
     }
+    b->ncands = (int)(k - b->cands);
     return 0;
 }
 
@@ -713,8 +843,40 @@ int at_spec_expand(at_spec *spec, const at_problem *pb, at_candidate **out, int 
         return rc;
     }
     *out = cands;
-    *count = (int)total;
+    *count = b.ncands;
     return AT_OK;
+}
+
+void at_spec_default_path(const char *home, const char *op, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/search/%s.lua", home, op ? op : "");
+}
+
+void at_spec_space_text(const at_spec *spec, char *buf, size_t len)
+{
+    size_t used = 0;
+    if (!len)
+        return;
+    buf[0] = '\0';
+    /* the crossed; the strategies ruled out; the values cut */
+    for (int pass = 0; pass < 3; pass++) {
+        int any = 0;
+        for (int s = 0; spec && s < spec->nstrategies && used + 1 < len; s++) {
+            const spec_strategy *st = &spec->strategies[s];
+            const char *sep = any ? ", " : pass == 0 ? "" : pass == 1 ? "; ruled out: " : "; cut: ";
+            int n = 0;
+            if (pass == 0 && st->crossed)
+                n = snprintf(buf + used, len - used, "%s%s %d", sep, st->name, st->crossed);
+            else if (pass == 1 && st->ruled_out && st->cut[0])
+                n = snprintf(buf + used, len - used, "%s%s (%s)", sep, st->name, st->cut);
+            else if (pass == 2 && !st->ruled_out && st->cut[0])
+                n = snprintf(buf + used, len - used, "%s%s %s", sep, st->name, st->cut);
+            if (n > 0) {
+                used += (size_t)n;
+                any = 1;
+            }
+        }
+    }
 }
 
 static int bytes_body(lua_State *L)

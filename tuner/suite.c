@@ -337,7 +337,7 @@ static int load_chunk(const char *src, size_t len, const char *chunkname, const 
         rc = at_sandbox_failure(sb, st, "");
         goto done;
     }
-    if ((rc = at_sandbox_run(sb, src, len, chunkname)) != AT_OK)
+    if ((rc = at_sandbox_run(sb, src, len, chunkname, NULL)) != AT_OK)
         goto done;
     lua_pushcfunction(L, load_body);
     lua_insert(L, -2);

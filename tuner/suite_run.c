@@ -124,7 +124,7 @@ static void entry_opts(const ctx *c, int slot, int item, at_search_opts *so, cha
     if (e->spec[0])
         snprintf(spec, specn, "%s", e->spec);
     else
-        snprintf(spec, specn, "%s/search/%s.lua", o->home ? o->home : ".", e->op);
+        at_spec_default_path(o->home ? o->home : ".", e->op, spec, specn);
     so->op = e->op;
     so->dtype = o->dtype_override ? o->base.dtype : e->dtype;
     so->shape = e->shape;
@@ -479,7 +479,7 @@ int at_suite_main(const at_suite_cli *c)
         if (e->spec[0])
             snprintf(spec, sizeof spec, "%s", e->spec);
         else if (c->home)
-            snprintf(spec, sizeof spec, "%s/search/%s.lua", c->home, e->op);
+            at_spec_default_path(c->home, e->op, spec, sizeof spec);
         else {
             rc = at_fail(AT_ERR_USAGE, "cannot find the search/ folder for %s's specs; set AUTOTUNE_HOME",
                          s->path);

@@ -211,12 +211,6 @@ static const char *path_name(int path)
     }
 }
 
-/* The spec file of op under home. */
-static void spec_path(const char *home, const char *op, char *buf, size_t len)
-{
-    snprintf(buf, len, "%s/search/%s.lua", home, op);
-}
-
 /* Loads (once) the spec the op's search used: the norm ops read w's type
 ** from it. */
 static int spec_for(vctx *v, int opi, const char *op, at_spec **out)
@@ -226,8 +220,8 @@ static int spec_for(vctx *v, int opi, const char *op, at_spec **out)
     if (!v->spec[opi]) {
         if (!v->home)
             return at_fail(AT_ERR_USAGE, "cannot find the search/ folder; set AUTOTUNE_HOME");
-        spec_path(v->home, op, path, sizeof path);
-        if ((rc = at_spec_load(path, &v->spec[opi])) != AT_OK)
+        at_spec_default_path(v->home, op, path, sizeof path);
+        if ((rc = at_spec_load_op(path, op, &v->spec[opi])) != AT_OK)
             return rc;
     }
     *out = v->spec[opi];
