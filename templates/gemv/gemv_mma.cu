@@ -38,7 +38,7 @@
 **   TP_L2PF    0, or 1 with TP_VEC = 8 (the default there): a weight load
 **              that misses fetches the whole 128-byte line (.L2::128B,
 **              common/vec.cuh), since a warp reads each row in 64-byte
-**              pieces. On the H200 (session 9, 8x2048x5120, exhaustive) the
+**              pieces. On the H200 (8x2048x5120, timed exhaustively) the
 **              three fastest configs each ran 0.11-0.23 us faster with it,
 **              so the spec leaves it to this default
 **   TP_PDL     1: programmatic dependent launch (sm_90+); the first weight
