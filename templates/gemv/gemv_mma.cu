@@ -11,9 +11,8 @@
 ** shares each row group's K as well, meeting in the first block's shared
 ** memory, for shapes with too few row tiles to fill the GPU. Grid:
 ** (ceil(N / block_n) * TP_KSPLIT, ceil(M / (8*TP_NT))). Any K, N
-** (K % TP_VEC == 0) and any M. sm_80+. Every candidate ran correct on the
-** H200 (TP_STAGES and TP_KSPLIT from build 5703e8b on, TP_XK at 2f843c9,
-** TP_L2PF at 460ea68, TP_PRE at eb9d267).
+** (K % TP_VEC == 0) and any M. sm_80+. tests/test_gpu_skinny.c checks
+** every candidate of the spec on a GPU.
 **
 ** Parameters (legal values):
 **   TP_WARPS   warps per block: 1, 2, 4, 8, 16 (a multiple of TP_WPR)
