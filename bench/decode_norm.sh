@@ -5,7 +5,7 @@
 # the tuned winner's, the winner against both, % of the measured read
 # ceiling (bytes = inputs read once + outputs written once) and the winner.
 # Graph replay, cold inputs; speed is reported, never asserted. Its H200
-# output: bench/results/h200-ebfd2ad/bench_norm.txt.
+# output: bench/results/2026-12-01-ebfd2ad/bench_norm.txt.
 # Usage: bench/decode_norm.sh [AUTOTUNE] [DB] [DTYPE...]
 # Env: OPS (default: all four), TS, HS (the shape lists), BENCH_OUT (JSON folder).
 set -uo pipefail

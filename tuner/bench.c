@@ -1,5 +1,5 @@
 /*
-** bench.c — how the tuner measures (DESIGN.md, "How we measure"): calls
+** bench.c — how the tuner measures (docs/measurement.md): calls
 ** are captured in a CUDA graph that cycles over enough copies of the data
 ** to defeat L2, one event pair around each replay; the baseline is timed in
 ** the same process; the ceilings every figure is read against come from here.

@@ -9,7 +9,7 @@
 ** for the add ops compares the residual output z bit for bit. The check
 ** runs on its own y and residual buffers with guard zones (op.h), so a
 ** candidate writing past either is wrong.
-** Ran on the H200 (build ebfd2ad; see the README).
+** tests/test_gpu.c runs every candidate of each op on a GPU.
 */
 #include "norm_ref.h"
 #include "op.h"

@@ -52,7 +52,7 @@ static void step_off(run *r)
 }
 
 /* Picks the number of copies of the rotated data and launches per replay
-** (DESIGN.md rule 1: the rotated working set is >= 3x L2; ~200 µs per
+** (docs/measurement.md rule 1: the rotated working set is >= 3x L2; ~200 µs per
 ** replay). Up to SINGLE_GRAPH copies, a replay has at least one launch per
 ** copy, so no copy is reused while still in L2, within a replay or across
 ** two. Past that (tiny calls: a norm row of a few KiB) the copies are split
@@ -178,7 +178,7 @@ static int contest_build_full(run *r, const at_contestant *c, contest *t)
 }
 
 /* Replays t and the `nb` contests base[] `reps` times, alternating
-** (DESIGN.md rule 3); per-launch µs into cand[] and bt[b][]. */
+** (docs/measurement.md rule 3); per-launch µs into cand[] and bt[b][]. */
 static int replay_interleaved(run *r, contest *t, contest *base, int nb, int reps, double *cand, double **bt)
 {
     int rc = AT_OK;
@@ -212,7 +212,7 @@ static int screen_groups(const run *r)
 ** is room, built now otherwise) replayed `reps` times, alone. Screening only
 ** ranks candidates among themselves, for the strategy; every measurement at
 ** full reps, and the final round that decides the winner, alternates with
-** the baseline (DESIGN.md rule 3). Cold reads hold the same: each replay is
+** the baseline (docs/measurement.md rule 3). Cold reads hold the same: each replay is
 ** whole passes over the copies. */
 static int time_screen(run *r, int i, const at_contestant *c, int reps, double *cand)
 {
@@ -538,7 +538,7 @@ done:
 /* Re-times the first FINALISTS of the strategy's ranking (r->rank: the
 ** most precise measurements first, then the fastest; halving's finalists
 ** when it keeps more) with 3x the strategy's full replays, each interleaved
-** with every baseline; decides the winner by the rule in DESIGN.md against
+** with every baseline; decides the winner by the winner rule (docs/measurement.md) against
 ** baseline 0. */
 int at_search_phase_final(run *r)
 {

@@ -4,7 +4,7 @@
 ** writer, the worker, so end of file means the worker is gone; the
 ** deadline of a candidate is kept by the parent's clock, never by the
 ** worker that may be stuck; every worker is reaped before at_worker_run
-** returns. Ran on the H200 (build ebfd2ad); tests/test_worker.c runs fake
+** returns. tests/test_gpu_faults.c runs it on a GPU; tests/test_worker.c runs fake
 ** workers.
 */
 #ifndef _GNU_SOURCE

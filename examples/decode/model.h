@@ -16,7 +16,7 @@
 #include "atk.h"
 #include "driver.h" /* after cuda.h: the driver calls go through dlopen */
 
-/* Qwen3.5-2B (DESIGN.md): hidden 2048, 24 layers (18 linear-attention and 6
+/* Qwen3.5-2B: hidden 2048, 24 layers (18 linear-attention and 6
 ** full-attention, 3:1 as Qwen3-Next), intermediate 6144, vocab 248320. */
 #define HIDDEN 2048
 #define LAYERS 24

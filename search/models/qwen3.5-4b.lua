@@ -2,7 +2,7 @@
 -- intermediate 9216, vocab 248320), for `autotune --suite`: every GEMV at
 -- M = 1, 2, 4, 8, 16 tokens and the model's RMSNorms (the Gemma form,
 -- y = x * r * (1 + w), plain and fused with the residual add). Shapes from
--- /work/shared/DESIGN.md; GEMV shapes are MxKxN (K inputs, N outputs), norms TxH.
+-- the model config; GEMV shapes are MxKxN (K inputs, N outputs), norms TxH.
 
 local M = {1, 2, 4, 8, 16}                  -- decode tokens per step
 local T = {1, 2, 4, 8, 16, 128, 512, 4096}  -- norm rows: decode, then prefill chunks

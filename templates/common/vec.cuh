@@ -9,8 +9,7 @@
 ** 2 = ld.global.nc.L1::no_allocate with an L2 evict_first cache policy.
 ** TP_L2PF (16-byte loads only): 0 none, 1 = the .L2::128B prefetch size,
 ** so a miss fetches the whole 128-byte line from memory (for templates that
-** read a row in pieces of 64 bytes; .L2::256B measured slower on the H200,
-** session 9).
+** read a row in pieces of 64 bytes; .L2::256B measured slower on the H200).
 */
 #ifndef AT_COMMON_VEC_CUH
 #define AT_COMMON_VEC_CUH

@@ -11,9 +11,8 @@
 ** shares each row group's K as well, meeting in the first block's shared
 ** memory, for shapes with too few row tiles to fill the GPU. Grid:
 ** (ceil(N / block_n) * TP_KSPLIT, ceil(M / (8*TP_NT))). Any K, N
-** (K % TP_VEC == 0) and any M. sm_80+. Every candidate ran correct on the
-** H200 (TP_STAGES and TP_KSPLIT from build 5703e8b on, TP_XK at 2f843c9,
-** TP_L2PF at 460ea68, TP_PRE at eb9d267).
+** (K % TP_VEC == 0) and any M. sm_80+. tests/test_gpu_skinny.c checks
+** every candidate of the spec on a GPU.
 **
 ** Parameters (legal values):
 **   TP_WARPS   warps per block: 1, 2, 4, 8, 16 (a multiple of TP_WPR)
@@ -38,7 +37,7 @@
 **   TP_L2PF    0, or 1 with TP_VEC = 8 (the default there): a weight load
 **              that misses fetches the whole 128-byte line (.L2::128B,
 **              common/vec.cuh), since a warp reads each row in 64-byte
-**              pieces. On the H200 (session 9, 8x2048x5120, exhaustive) the
+**              pieces. On the H200 (8x2048x5120, timed exhaustively) the
 **              three fastest configs each ran 0.11-0.23 us faster with it,
 **              so the spec leaves it to this default
 **   TP_PDL     1: programmatic dependent launch (sm_90+); the first weight

@@ -6,9 +6,8 @@
 ** K (1: a warp walks all of K, no shared memory); partial sums meet in
 ** shared memory. Grid: (ceil(N / block_n), ceil(M / TP_TOKENS)); a block's
 ** tokens past M read token M-1 and store nothing. fp32 accumulation; any
-** K, N (K % TP_VEC == 0) and any M. Ran correct on the H200 for TP_TOKENS
-** 2 and 4 (build ebfd2ad), 8 (build 782d6b3) and, with several token
-** groups along y for tiny weights, M up to 17 (build 95e7692).
+** K, N (K % TP_VEC == 0) and any M (several token groups along y for
+** tiny weights); tests/test_gpu_skinny.c checks every candidate on a GPU.
 **
 ** Parameters (legal values):
 **   TP_WARPS   warps per block: 1, 2, 4, 8, 16 (a multiple of TP_WPR)
