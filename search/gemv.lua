@@ -1,16 +1,19 @@
 -- search/gemv.lua — the search space for decode GEMV, y[M,N] = x[M,K] . W[N,K]^T.
--- At M = 1 two strategies (measured on the H200): warp_row (a warp owns
--- TP_ROWS rows and all of K) and splitk (TP_WPR warps share a row group's
--- K, reduced in shared memory). At M = 2..16, two that read each weight
--- once for all tokens (both ran on the H200, M = 2..17):
--- multi_token (CUDA cores, TP_TOKENS tokens' sums per thread; M = 2..8,
--- and any M where the weights are tiny) and mma (tensor cores, mma.sync
--- m16n8k16 with W rows on the MMA's M side, tokens on its N side; two
--- chunks in flight with TP_STAGES=2, K split over a cluster of blocks with
--- TP_KSPLIT > 1 on sm_90+: both ran correct on the H200 at build 5703e8b;
--- TP_PRE=2, both chunks' weights requested before the PDL wait, at eb9d267).
+-- At M = 1 two strategies: warp_row (a warp owns TP_ROWS rows and all of K)
+-- and splitk (TP_WPR warps share a row group's K, reduced in shared memory).
+-- At M = 2..16, three that read each weight once for all tokens (tokens
+-- past M masked, so a kernel tuned at M' serves every M <= M'):
+-- multi_token (CUDA cores, TP_TOKENS tokens' sums per thread; M = 2..8, and
+-- any M where the weights are tiny), mma (tensor cores, mma.sync m16n8k16
+-- with W rows on the MMA's M side, tokens on its N side; two chunks in
+-- flight with TP_STAGES=2, K split over a cluster of blocks with TP_KSPLIT >
+-- 1 on sm_90+; TP_PRE=2 requests both chunks' weights before the PDL wait)
+-- and mma_bulk (the weights by bulk copies into a shared-memory ring, sm_90+).
 -- Parameter names are the templates' TP_* macros; constraints are named so a
--- pruned candidate says why. Runs sandboxed: no io, os, require.
+-- pruned candidate says why. A constraint's third element is its scope:
+-- "shape" (it reads the shape only: the strategy is ruled out before
+-- crossing) or the one TP_* it reads (its values are cut before crossing);
+-- see docs/search-spec.md. Runs sandboxed: no io, os, require.
 
 local function cdiv(a, b) return (a + b - 1) // b end
 
@@ -85,8 +88,8 @@ local MULTI_TOKEN_MAX_M = 8 -- beyond: the mma strategy alone, unless the weight
 
 -- Weights this small stay in L2 while the kernel runs, so a second group of
 -- tokens re-reads them from L2, not from memory: multi_token may then split
--- the tokens over blocks along y (N = 32, M = 8 on the H200 at build 5703e8b:
--- one group of 8 took 1.49x the M=1 time, while M = 4 took 1.11x).
+-- the tokens over blocks along y (at N = 32, M = 8 on the H200, one group of
+-- 8 tokens took 1.49x the M=1 time, two groups of 4 1.11x).
 local function tiny_weights(s) return s.N * s.K * s.elem <= 2 * 1024 * 1024 end
 
 -- Shared by the tensor-core strategies (mma, mma_bulk).
@@ -238,7 +241,7 @@ return {
         { "TP_STAGES", { 1, 2 } },
         { "TP_PRE",    { 1, 2 } }, -- 2: both chunks' weights before the PDL wait
         { "TP_XK",     { 0, 256, 512, 1024, 2048 } }, -- > 0: the block's activations in shared memory
-        { "TP_CACHE",  { 1 } }, -- the M > 1 winners at build 782d6b3: 46 of 46 streaming
+        { "TP_CACHE",  { 1 } }, -- the M > 1 winners on the H200: 46 of 46 streaming
         { "TP_PDL",    { 0, 1 } },
       },
       constraints = {
@@ -287,15 +290,15 @@ return {
           return true
         end },
         { "unroll_one_for_short_k", function(p, s)
-          -- one step per chunk only where two do not fit (the M=8 winners at
-          -- build 666928f: 0 of 4 shapes had TP_UNROLL=1)
+          -- one step per chunk only where two do not fit (no M=8 winner on the
+          -- H200 had TP_UNROLL=1 where two fit)
           if p.TP_UNROLL == 1 and mma_chunk(p, 2) <= s.K then return "K fits TP_UNROLL=2" end
           return true
         end },
         { "pre_needs_stages", function(p, s)
           -- the second chunk loaded before the wait goes to TP_STAGES=2's
-          -- second buffer; on the H200 (session 10, 8x2048x5120) it made
-          -- the fastest config 6.86 -> 6.29 us but others slower, so searched
+          -- second buffer; on the H200 (8x2048x5120) it made the fastest
+          -- config 6.86 -> 6.29 us but others slower, so it is searched
           if p.TP_PRE == 2 and p.TP_STAGES ~= 2 then return "TP_PRE=2 needs TP_STAGES=2" end
           return true
         end },
@@ -321,8 +324,8 @@ return {
           -- (its whole chunks: rounds of its TP_WPR warps' chunks)
           if p.TP_XK == 0 then return true end
           if p.TP_VEC ~= 8 then return "TP_XK > 0 copies 16 bytes: TP_VEC=8" end
-          -- on the H200 at build 2f843c9 the TP_XK winners (2048x2048 at
-          -- M = 2, 4, 8) were all TP_STAGES=1; no TP_STAGES=2 one won
+          -- on the H200 the TP_XK winners (2048x2048 at M = 2, 4, 8) were
+          -- all TP_STAGES=1; no TP_STAGES=2 one won
           if p.TP_STAGES == 2 then return "TP_XK > 0 takes TP_STAGES=1" end
           local nchunks = s.K // mma_kstep(p) // p.TP_UNROLL
           local need = cdiv(nchunks, p.TP_KSPLIT * p.TP_WPR) * p.TP_WPR * p.TP_UNROLL * mma_kstep(p)
