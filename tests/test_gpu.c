@@ -9,7 +9,7 @@
 ** fp32 Gemma weights; planted bugs (z not written) rejected; a CLI tune.
 ** All of it, the norm tests and the strategy tests at the end (each
 ** strategy tunes and stores a winner, exhaustive measures every correct
-** candidate, warm start) included, passed on the H200 (build ebfd2ad).
+** candidate, warm start) included.
 */
 #include <dlfcn.h>
 #include <stdlib.h>

@@ -7,8 +7,7 @@
 ** so a rerun skips them; the library run says the same; the norm path's
 ** guard zones (before y, past the residual) catch planted writes; Ctrl-C while
 ** timing (to the process group, as a terminal sends it) exits 130 with a
-** partial table and a sound cache. Ran on the H200 (build ebfd2ad: 3 of 4,
-** the test's own row lookup failing; build 782d6b3: 4 of 4 with row_of).
+** partial table and a sound cache.
 */
 #include <dlfcn.h>
 #include <signal.h>

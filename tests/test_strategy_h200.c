@@ -13,8 +13,8 @@
 ** short replay alone, counts a tenth of one); checks what the strategies
 ** promise:
 ** exhaustive and halving stay within 3% on every run; anneal within 3% on
-** 95% of them and never past 1.05x (the walk of build 5e05fe9, four random
-** starts at a fifth of the space and full reps, managed 79% and 1.87x);
+** 95% of them and never past 1.05x (a walk with four random starts at a
+** fifth of the space and full reps managed only 79% and 1.87x);
 ** each but exhaustive spends at most 30% of exhaustive's replays.
 ** random is reported only: on 1x2048x5120 just 3 of 738 candidates are
 ** within 3% of the best, which draws of half the space all miss one time

@@ -3,7 +3,6 @@
 ** one): a suite tunes every entry, a rerun answers all of them from the
 ** cache, a suite interrupted after its first entry continues from there,
 ** and the second entry compiles while the first is on the GPU.
-** Passed on the H200 (build ebfd2ad; the compile-ahead test: not yet).
 */
 #include <stdlib.h>
 #include <unistd.h>

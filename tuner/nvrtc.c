@@ -169,7 +169,7 @@ static int cache_load(at_compile_job *job, const char *key)
 /* NVRTC 12.9 and later keep a compile cache of their own, and a program
 ** served from it comes back without the ptxas -v report: no registers, no
 ** spills, so the spill check and the occupancy estimate would see zeros
-** (on the H200 every M=1 GEMV candidate did, at 782d6b3). This file keeps
+** (on the H200 every M=1 GEMV candidate did). This file keeps
 ** its own cache, with the reports, so NVRTC's is turned off. */
 static const char *nvrtc_cache_option(void)
 {
