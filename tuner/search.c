@@ -411,12 +411,15 @@ static int make_rows(run *r, const at_problem *pb)
         }
     }
     free(cands);
-    if (res->npruned == n) {
+    if (res->npruned == n && n > 0) {
         char why[256];
         top_prune_names(res, why, sizeof why);
         return at_fail(AT_ERR_SPEC, "%s: every one of the %d candidates was pruned for shape %s (%s)",
                        r->o->spec_path, n, res->key.shape, why);
     }
+    if (n == 0) /* every strategy ruled out, or every value of a param cut, before crossing */
+        return at_fail(AT_ERR_SPEC, "%s: no candidate for shape %s: %s", r->o->spec_path, res->key.shape,
+                       res->space_text[0] == ';' ? res->space_text + 2 : res->space_text);
     return AT_OK;
 }
 
