@@ -18,6 +18,7 @@
 #include "autotune.h"
 #include "bench.h"
 #include "cache_validation.h"
+#include "json.h"
 #include "op.h"
 #include "validate.h"
 
@@ -361,21 +362,6 @@ done:
 
 /* ----------------------------------------------------------- reporting */
 
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-    fputc('"', f);
-}
-
 static void print_row(vctx *v, const at_validation *r, int first)
 {
     double ratio = r->us > 0 ? r->base_us / r->us : 0.0;
@@ -383,19 +369,19 @@ static void print_row(vctx *v, const at_validation *r, int first)
     char path[32];
     if (v->json) {
         fprintf(v->out, "%s\n    {\"op\": ", first ? "" : ",");
-        json_str(v->out, r->op);
+        at_json_write_string(v->out, r->op);
         fprintf(v->out, ", \"dtype\": \"%s\", \"shape\": \"%s\", \"path\": \"%s\", \"bucket\": %d, \"strategy\": ",
                 at_dtype_name(r->dtype), r->shape, r->path, r->bucket);
-        json_str(v->out, r->strategy);
+        at_json_write_string(v->out, r->strategy);
         fprintf(v->out, ", \"from\": ");
-        json_str(v->out, r->from);
+        at_json_write_string(v->out, r->from);
         fprintf(v->out,
                 ", \"us\": %.4f, \"us_min\": %.4f, \"us_max\": %.4f, \"baseline_us\": %.4f, \"baseline_min\": %.4f,"
                 " \"baseline_max\": %.4f, \"noise_us\": %.4f, \"ratio\": %.4f, \"rel_err\": %.3g, \"verdict\": \"%s\","
                 " \"reason\": ",
                 r->us, r->us_min, r->us_max, r->base_us, r->base_min, r->base_max, r->noise, ratio, r->err,
                 r->verdict);
-        json_str(v->out, r->reason);
+        at_json_write_string(v->out, r->reason);
         fputc('}', v->out);
         return;
     }
@@ -584,7 +570,7 @@ int at_validate_main(int argc, char **argv, const char *home)
                 v.g->info.name, cc, v.g->info.sms, db, ng, "M", mlo, mhi, reps, "op", "dtype", "shape", "path",
                 "kernel", "atk us", "base us", "ratio", "verdict");
     if (json) {
-        json_str(v.out, db);
+        at_json_write_string(v.out, db);
         fprintf(v.out, ", \"m\": [%d, %d], \"reps\": %d, \"read_gbps\": %.1f,\n  \"cells\": [", mlo, mhi, reps,
                 v.g->info.read_gbps);
     }
