@@ -213,7 +213,7 @@ static void check_spec(const char *path, const char *op, const char *s1, const c
     at_candidate *c1 = NULL, *c2 = NULL;
     int n1 = 0, n2 = 0, rank = strcmp(op, "gemv") ? 2 : 3, live = 0, agree = 0, other = 0;
     at_problem p1 = {.op = op, .dtype = AT_BF16, .arch = 90, .sms = 132}, p2 = p1;
-    CHECK_EQ_INT(at_spec_load(path, &spec), AT_OK);
+    CHECK_EQ_INT(at_spec_load_op(path, op, &spec), AT_OK);
     CHECK_EQ_INT(at_shape_parse(s1, rank, &p1.shape), AT_OK);
     CHECK_EQ_INT(at_shape_parse(s2, rank, &p2.shape), AT_OK);
     if (!spec || at_spec_expand(spec, &p1, &c1, &n1) != AT_OK || at_spec_expand(spec, &p2, &c2, &n2) != AT_OK) {
@@ -286,10 +286,10 @@ static void test_geometry_matches_specs(void)
     check_spec("search/gemv.lua", "gemv", "1x6144x32", "16x6144x2048");
     check_spec("search/gemv.lua", "gemv", "8x2048x5120", "3x2048x5120"); /* multi_token, mma, mma_bulk */
     check_spec("search/gemv.lua", "gemv", "16x2048x32", "5x2048x32");
-    check_spec("search/rmsnorm.lua", "rmsnorm", "1x2048", "512x2048");
-    check_spec("search/add_rmsnorm.lua", "add_rmsnorm", "16x4096", "4x4096");
-    check_spec("search/gemma_rmsnorm.lua", "gemma_rmsnorm", "4x2560", "128x2560");
-    check_spec("search/add_gemma_rmsnorm.lua", "add_gemma_rmsnorm", "1x8192", "4096x8192");
+    check_spec("search/norm.lua", "rmsnorm", "1x2048", "512x2048");
+    check_spec("search/norm.lua", "add_rmsnorm", "16x4096", "4x4096");
+    check_spec("search/norm.lua", "gemma_rmsnorm", "4x2560", "128x2560");
+    check_spec("search/norm.lua", "add_gemma_rmsnorm", "1x8192", "4096x8192");
 }
 
 /* --------------------------------------------------------------- lookup */

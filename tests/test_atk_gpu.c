@@ -493,8 +493,9 @@ static int put_live(at_cache *c, at_templates *t, const at_device_info *d, const
     at_candidate *cand = NULL;
     int n = 0, rc = -1;
     at_problem pb = {.op = op, .dtype = AT_BF16, .arch = 10 * d->cc_major + d->cc_minor, .sms = d->sms};
-    snprintf(path, sizeof path, "search/%s.lua", op);
-    if (at_shape_parse(shape, strcmp(op, "gemv") ? 2 : 3, &pb.shape) != AT_OK || at_spec_load(path, &spec) != AT_OK ||
+    at_spec_default_path(".", op, path, sizeof path);
+    if (at_shape_parse(shape, strcmp(op, "gemv") ? 2 : 3, &pb.shape) != AT_OK ||
+        at_spec_load_op(path, op, &spec) != AT_OK ||
         at_spec_expand(spec, &pb, &cand, &n) != AT_OK) {
         fprintf(stderr, "  %s %s: %s\n", op, shape, at_errmsg());
         goto done;

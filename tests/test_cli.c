@@ -75,7 +75,7 @@ static void bad_arguments_exit_2(void)
         {"--op gemma_rmsnorm --shape 1x2048 --eps 1e-50", "--eps: '1e-50'", 2},
         {"--op rmsnorm --shape 1x2048 --eps", "--eps needs a value", 2},
         {"--op gemv --shape 1x64x64 --eps 1e-6", "--eps applies to the norm ops", 2},
-        {"--op rmsnorm --shape 1x2048 --dry-run --spec search/add_rmsnorm.lua", "not 'rmsnorm'", 2},
+        {"--op rmsnorm --shape 1x2048 --dry-run --spec tests/fixtures/spec_good.lua", "not 'rmsnorm'", 2},
         {"--op gemv --shape 1x64x64 --dry-run --spec tests/fixtures/spec_broken_template.lua "
          "--templates /nonexistent", "/nonexistent", 9},
     };

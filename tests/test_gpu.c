@@ -204,41 +204,41 @@ static void norm_rmsnorm_every_candidate_correct(void)
 {
     if (!gpu_present())
         TT_SKIP("no GPU");
-    norm_all_correct("rmsnorm", "search/rmsnorm.lua", "1x2048", AT_BF16);
-    norm_all_correct("rmsnorm", "search/rmsnorm.lua", "3x2050", AT_BF16); /* TP_VEC = 2 */
-    norm_all_correct("rmsnorm", "search/rmsnorm.lua", "4096x8192", AT_BF16);
-    norm_all_correct("rmsnorm", "search/rmsnorm.lua", "16x2560", AT_FP16);
+    norm_all_correct("rmsnorm", "search/norm.lua", "1x2048", AT_BF16);
+    norm_all_correct("rmsnorm", "search/norm.lua", "3x2050", AT_BF16); /* TP_VEC = 2 */
+    norm_all_correct("rmsnorm", "search/norm.lua", "4096x8192", AT_BF16);
+    norm_all_correct("rmsnorm", "search/norm.lua", "16x2560", AT_FP16);
 }
 
 static void norm_add_rmsnorm_every_candidate_correct(void)
 {
     if (!gpu_present())
         TT_SKIP("no GPU");
-    norm_all_correct("add_rmsnorm", "search/add_rmsnorm.lua", "1x8192", AT_BF16);
-    norm_all_correct("add_rmsnorm", "search/add_rmsnorm.lua", "3x2050", AT_BF16);
-    norm_all_correct("add_rmsnorm", "search/add_rmsnorm.lua", "5x2051", AT_FP16); /* TP_VEC = 1 */
-    norm_all_correct("add_rmsnorm", "search/add_rmsnorm.lua", "4096x4096", AT_BF16);
+    norm_all_correct("add_rmsnorm", "search/norm.lua", "1x8192", AT_BF16);
+    norm_all_correct("add_rmsnorm", "search/norm.lua", "3x2050", AT_BF16);
+    norm_all_correct("add_rmsnorm", "search/norm.lua", "5x2051", AT_FP16); /* TP_VEC = 1 */
+    norm_all_correct("add_rmsnorm", "search/norm.lua", "4096x4096", AT_BF16);
 }
 
 static void norm_gemma_rmsnorm_every_candidate_correct(void)
 {
     if (!gpu_present())
         TT_SKIP("no GPU");
-    norm_all_correct("gemma_rmsnorm", "search/gemma_rmsnorm.lua", "16x4096", AT_BF16);
-    norm_all_correct("gemma_rmsnorm", "search/gemma_rmsnorm.lua", "1x2560", AT_FP16);
-    norm_all_correct("gemma_rmsnorm", "search/gemma_rmsnorm.lua", "3x2050", AT_BF16);
+    norm_all_correct("gemma_rmsnorm", "search/norm.lua", "16x4096", AT_BF16);
+    norm_all_correct("gemma_rmsnorm", "search/norm.lua", "1x2560", AT_FP16);
+    norm_all_correct("gemma_rmsnorm", "search/norm.lua", "3x2050", AT_BF16);
 }
 
 static void norm_add_gemma_rmsnorm_every_candidate_correct(void)
 {
     if (!gpu_present())
         TT_SKIP("no GPU");
-    norm_all_correct("add_gemma_rmsnorm", "search/add_gemma_rmsnorm.lua", "3x2050", AT_BF16);
-    norm_all_correct("add_gemma_rmsnorm", "search/add_gemma_rmsnorm.lua", "1x2048", AT_FP16);
-    norm_all_correct("add_gemma_rmsnorm", "search/add_gemma_rmsnorm.lua", "4096x2048", AT_BF16);
+    norm_all_correct("add_gemma_rmsnorm", "search/norm.lua", "3x2050", AT_BF16);
+    norm_all_correct("add_gemma_rmsnorm", "search/norm.lua", "1x2048", AT_FP16);
+    norm_all_correct("add_gemma_rmsnorm", "search/norm.lua", "4096x2048", AT_BF16);
 }
 
-/* The Gemma specs with fp32 weights (TP_WFP32 = 1 on their [NORM_OP] line). */
+/* The Gemma ops with fp32 weights (the norm spec with TP_WFP32 = 1 on its [NORM_OP] line). */
 static void norm_gemma_fp32_weights_correct(void)
 {
     if (!gpu_present())
@@ -246,14 +246,14 @@ static void norm_gemma_fp32_weights_correct(void)
     static const char *const ops[2] = {"gemma_rmsnorm", "add_gemma_rmsnorm"};
     for (int i = 0; i < 2; i++) {
         char from[64], path[64], buf[1 << 16];
-        snprintf(from, sizeof from, "search/%s.lua", ops[i]);
+        snprintf(from, sizeof from, "search/norm.lua");
         snprintf(path, sizeof path, "/tmp/at_gpu_w32_%d.lua", (int)getpid());
         FILE *f = fopen(from, "rb");
         size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
         if (f)
             fclose(f);
         buf[n] = '\0';
-        char *p = strstr(buf, ", 0 -- [NORM_OP]");
+        char *p = strstr(buf, "= 0 -- [NORM_OP]");
         CHECK(p != NULL);
         if (!p || !(f = fopen(path, "w")))
             continue;

@@ -1,7 +1,7 @@
 /*
 ** test_norm.c — the RMSNorm family without a GPU: the fp64 reference on
 ** hand-computed cases (values and z's rounding), add_* == norm of the z it
-** returns, the four specs (one shared body, sane launch shapes, named
+** returns, the one spec of the four ops (told its op, sane launch shapes, named
 ** pruning), every candidate compiling with NVRTC for sm_89 and sm_90
 ** through at_search_run's dry run (as the CLI), and every baseline kernel
 ** compiling alone.
@@ -18,8 +18,7 @@
 
 #define NOPS 4
 static const char *const OPS[NOPS] = {"rmsnorm", "add_rmsnorm", "gemma_rmsnorm", "add_gemma_rmsnorm"};
-static const char *const SPECS[NOPS] = {"search/rmsnorm.lua", "search/add_rmsnorm.lua",
-                                        "search/gemma_rmsnorm.lua", "search/add_gemma_rmsnorm.lua"};
+#define NORM_SPEC "search/norm.lua" /* one spec, told the op */
 
 static int near(double a, double b, double rel)
 {
@@ -207,28 +206,36 @@ static char *slurp(const char *path)
     return buf;
 }
 
-/* The four specs are one space: identical text from the [NORM_SPEC] line on. */
-static void specs_share_one_body(void)
+/* One spec serves the four ops: loaded for each, it names that op and sets
+** the template's TP_OP to it; loaded for no op or another op, it refuses
+** with a message naming the ops it serves. */
+static void one_spec_serves_four_ops(void)
 {
-    char *text[NOPS];
-    const char *body[NOPS];
     for (int i = 0; i < NOPS; i++) {
-        text[i] = slurp(SPECS[i]);
-        CHECK(text[i] != NULL);
-        body[i] = text[i] ? strstr(text[i], "-- [NORM_SPEC]") : NULL;
-        CHECK(body[i] != NULL);
-        if (body[i] && body[0] && strcmp(body[i], body[0]) != 0)
-            fprintf(stderr, "  %s differs from %s after [NORM_SPEC]: edit all four together\n", SPECS[i],
-                    SPECS[0]);
-        CHECK(body[i] && body[0] && strcmp(body[i], body[0]) == 0);
         at_spec *sp = NULL;
-        CHECK_EQ_INT(at_spec_load(SPECS[i], &sp), AT_OK);
-        if (sp)
-            CHECK(strcmp(at_spec_op(sp), OPS[i]) == 0);
+        at_candidate *c = NULL;
+        int n = 0;
+        at_problem pb = {OPS[i], AT_BF16, {0, 0, 0, 0}, 90, 0};
+        CHECK_EQ_INT(at_shape_parse("1x2048", 2, &pb.shape), AT_OK);
+        CHECK_EQ_INT(at_spec_load_op(NORM_SPEC, OPS[i], &sp), AT_OK);
+        if (!sp)
+            continue;
+        CHECK(strcmp(at_spec_op(sp), OPS[i]) == 0);
+        CHECK_EQ_INT(at_spec_expand(sp, &pb, &c, &n), AT_OK);
+        CHECK(n > 0);
+        for (int k = 0; k < n; k++)
+            CHECK_EQ_INT((int)at_candidate_param(&c[k], "TP_OP", -1), i);
+        free(c);
         at_spec_free(sp);
     }
-    for (int i = 0; i < NOPS; i++)
-        free(text[i]);
+    const char *bad[] = {NULL, "gemv", "rms"};
+    for (int i = 0; i < 3; i++) {
+        at_spec *sp = NULL;
+        CHECK_EQ_INT(at_spec_load_op(NORM_SPEC, bad[i], &sp), AT_ERR_SPEC);
+        CHECK(sp == NULL);
+        CHECK_STR_HAS(at_errmsg(), "add_gemma_rmsnorm");
+        CHECK_STR_HAS(at_errmsg(), bad[i] ? bad[i] : "no op");
+    }
 }
 
 static long long cdiv(long long a, long long b)
@@ -254,7 +261,7 @@ static int check_expansion(int op, at_dtype d, const char *shape, int arch, int 
     int n = 0, live = 0, per[3] = {0, 0, 0};
     at_problem pb = {OPS[op], d, {0, 0, 0, 0}, arch, 0};
     CHECK_EQ_INT(at_shape_parse(shape, 2, &pb.shape), AT_OK);
-    CHECK_EQ_INT(at_spec_load(SPECS[op], &sp), AT_OK);
+    CHECK_EQ_INT(at_spec_load_op(NORM_SPEC, OPS[op], &sp), AT_OK);
     if (!sp)
         return 0;
     int rc = at_spec_expand(sp, &pb, &c, &n);
@@ -350,7 +357,7 @@ static int dry_run_spec(int op, const char *spec, at_dtype d, const char *shape,
 
 static int dry_run(int op, at_dtype d, const char *shape, int arch, at_search_result *res)
 {
-    return dry_run_spec(op, SPECS[op], d, shape, arch, res);
+    return dry_run_spec(op, NORM_SPEC, d, shape, arch, res);
 }
 
 /* Every live candidate compiled, none failed, none spilled, every pruned
@@ -423,14 +430,14 @@ static void fp16_compiles(void)
     }
 }
 
-/* The Gemma specs with TP_WFP32 = 1 (fp32 weights): same space, fp32
+/* The Gemma ops on the spec with TP_WFP32 = 1 (fp32 weights): same space, fp32
 ** loads, fp32 w in the bytes, and the key's options say so. */
 static void gemma_fp32_weights_compile(void)
 {
     char path[64];
     snprintf(path, sizeof path, "/tmp/at_test_norm_w32_%d.lua", (int)getpid());
     for (int op = 2; op < NOPS; op++) {
-        char *src = slurp(SPECS[op]), *p = src ? strstr(src, ", 0 -- [NORM_OP]") : NULL;
+        char *src = slurp(NORM_SPEC), *p = src ? strstr(src, "= 0 -- [NORM_OP]") : NULL;
         FILE *f = NULL;
         CHECK(p != NULL);
         if (p) {
@@ -530,7 +537,7 @@ int main(void)
     TT_RUN(ref_add_rounds_z);
     TT_RUN(ref_rejects_misuse);
     TT_RUN(add_is_norm_of_its_z);
-    TT_RUN(specs_share_one_body);
+    TT_RUN(one_spec_serves_four_ops);
     TT_RUN(spec_spaces_are_sane);
     TT_RUN(baselines_compile);
     TT_RUN(rmsnorm_compiles);

@@ -45,6 +45,8 @@ static void table_lists_every_op(void)
 }
 
 /* Opens op `name` on spec `spec_path` (host only) for shape; fills res. */
+static char *slurp_text(const char *path);
+
 static int open_op(const char *name, const char *spec_path, const char *shape, double eps, at_search_result *res,
                    char *keyopts, size_t keylen, size_t *copy_bytes)
 {
@@ -57,7 +59,7 @@ static int open_op(const char *name, const char *spec_path, const char *shape, d
     memset(res, 0, sizeof *res);
     if (!op)
         return -1;
-    if ((rc = at_shape_parse(shape, op->rank, &o.shape)) != AT_OK || (rc = at_spec_load(spec_path, &sp)) != AT_OK ||
+    if ((rc = at_shape_parse(shape, op->rank, &o.shape)) != AT_OK || (rc = at_spec_load_op(spec_path, name, &sp)) != AT_OK ||
         (rc = at_templates_open("templates", &tpl)) != AT_OK)
         goto done;
     at_problem pb = {.op = name, .dtype = AT_BF16, .shape = o.shape, .arch = 90, .sms = 132};
@@ -80,7 +82,7 @@ static void norm_open_names_baselines_and_sizes(void)
         char spec[64], keyopts[64] = "x";
         size_t cb = 0;
         at_search_result res;
-        snprintf(spec, sizeof spec, "search/%s.lua", NORMS[i]);
+        at_spec_default_path(".", NORMS[i], spec, sizeof spec); /* ./search/norm.lua */
         CHECK_EQ_INT(open_op(NORMS[i], spec, "3x2050", 0.0, &res, keyopts, sizeof keyopts, &cb), AT_OK);
         CHECK_EQ_INT(res.nbaselines, 2);
         CHECK(strcmp(res.baselines[0].strategy, "naive") == 0);
@@ -95,17 +97,28 @@ static void norm_open_names_baselines_and_sizes(void)
     char keyopts[64];
     size_t cb;
     at_search_result res;
-    CHECK_EQ_INT(open_op("rmsnorm", "search/rmsnorm.lua", "1x2048", 1e-5, &res, keyopts, sizeof keyopts, &cb), AT_OK);
+    CHECK_EQ_INT(open_op("rmsnorm", "search/norm.lua", "1x2048", 1e-5, &res, keyopts, sizeof keyopts, &cb), AT_OK);
     CHECK(res.eps == (double)1e-5f);
-    CHECK_EQ_INT(open_op("rmsnorm", "search/rmsnorm.lua", "1x2048", -1.0, &res, keyopts, sizeof keyopts, &cb),
+    CHECK_EQ_INT(open_op("rmsnorm", "search/norm.lua", "1x2048", -1.0, &res, keyopts, sizeof keyopts, &cb),
                  AT_ERR_USAGE);
     CHECK_STR_HAS(at_errmsg(), "eps");
-    CHECK_EQ_INT(open_op("rmsnorm", "search/rmsnorm.lua", "1x2048", 2.0, &res, keyopts, sizeof keyopts, &cb),
+    CHECK_EQ_INT(open_op("rmsnorm", "search/norm.lua", "1x2048", 2.0, &res, keyopts, sizeof keyopts, &cb),
                  AT_ERR_USAGE);
-    /* a spec whose TP_OP is another op's */
-    CHECK_EQ_INT(open_op("rmsnorm", "search/add_rmsnorm.lua", "1x2048", 0.0, &res, keyopts, sizeof keyopts, &cb),
-                 AT_ERR_SPEC);
-    CHECK_STR_HAS(at_errmsg(), "TP_OP=1");
+    /* a spec whose TP_OP is another op's: norm.lua picking add_rmsnorm's */
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/at_test_op_tpop_%d.lua", (int)getpid());
+    char *src = slurp_text("search/norm.lua"), *p = src ? strstr(src, "})[OP]") : NULL;
+    FILE *f = p ? fopen(path, "w") : NULL;
+    CHECK(f != NULL);
+    if (f) {
+        fwrite(src, 1, (size_t)(p - src), f);
+        fprintf(f, "})[\"add_rmsnorm\"]%s", p + strlen("})[OP]"));
+        fclose(f);
+        CHECK_EQ_INT(open_op("rmsnorm", path, "1x2048", 0.0, &res, keyopts, sizeof keyopts, &cb), AT_ERR_SPEC);
+        CHECK_STR_HAS(at_errmsg(), "TP_OP=1");
+        remove(path);
+    }
+    free(src);
 }
 
 static void gemv_open_keeps_the_key_and_cublas(void)
@@ -141,7 +154,7 @@ static char *slurp_text(const char *path)
 ** flag set to 1. Returns 0 on success. */
 static int write_w32_spec(const char *from, const char *path)
 {
-    char *src = slurp_text(from), *p = src ? strstr(src, ", 0 -- [NORM_OP]") : NULL;
+    char *src = slurp_text(from), *p = src ? strstr(src, "= 0 -- [NORM_OP]") : NULL;
     FILE *f = p ? fopen(path, "w") : NULL;
     int rc = -1;
     if (f) {
@@ -162,11 +175,11 @@ static void fp32_weights_change_the_key(void)
     size_t cb = 0, cb16 = 0;
     at_search_result res;
     snprintf(path, sizeof path, "/tmp/at_test_op_w32_%d.lua", (int)getpid());
-    CHECK_EQ_INT(write_w32_spec("search/add_gemma_rmsnorm.lua", path), 0);
+    CHECK_EQ_INT(write_w32_spec("search/norm.lua", path), 0);
     CHECK_EQ_INT(open_op("add_gemma_rmsnorm", path, "1x2048", 0.0, &res, keyopts, sizeof keyopts, &cb), AT_OK);
     CHECK(strcmp(keyopts, "-DTP_WFP32=1") == 0);
     CHECK_STR_HAS(res.baselines[0].what, "TP_WFP32=1");
-    CHECK_EQ_INT(open_op("add_gemma_rmsnorm", "search/add_gemma_rmsnorm.lua", "1x2048", 0.0, &res, keyopts,
+    CHECK_EQ_INT(open_op("add_gemma_rmsnorm", "search/norm.lua", "1x2048", 0.0, &res, keyopts,
                          sizeof keyopts, &cb16),
                  AT_OK);
     CHECK_EQ_INT(cb - cb16, 2048 * 2); /* w is twice as wide */
@@ -213,19 +226,7 @@ static void fp32_weights_change_the_key(void)
     remove(tiny);
 done:
     /* fp32 w is for Gemma only */
-    CHECK_EQ_INT(write_w32_spec("search/gemma_rmsnorm.lua", path), 0);
-    {
-        char *s2 = slurp_text(path);
-        FILE *g = s2 ? fopen(path, "w") : NULL;
-        if (g) {
-            char *q = strstr(s2, "\"gemma_rmsnorm\", 2");
-            if (q) /* same text, op rmsnorm (TP_OP 0) */
-                memcpy(q, "\"rmsnorm\", 0      ", 18);
-            fputs(s2, g);
-            fclose(g);
-        }
-        free(s2);
-    }
+    CHECK_EQ_INT(write_w32_spec("search/norm.lua", path), 0);
     CHECK_EQ_INT(open_op("rmsnorm", path, "1x2048", 0.0, &res, keyopts, sizeof keyopts, &cb), AT_ERR_SPEC);
     CHECK_STR_HAS(at_errmsg(), "Gemma");
     remove(path);

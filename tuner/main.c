@@ -64,7 +64,7 @@ static void usage(FILE *f)
         "                   and normalized\n"
         "  --dtype T        bf16 (default) or fp16; accumulation is fp32\n"
         "  --eps E          norm ops: eps, a number in (0, 1] (default 1e-6)\n"
-        "  --spec FILE      search spec (default: search/OP.lua)\n"
+        "  --spec FILE      search spec (default: search/OP.lua; the norms: search/norm.lua)\n"
         "  --templates DIR  template folder (default: templates/ beside the specs)\n"
         "  --db FILE        cache (default: $XDG_CACHE_HOME/autotune/tune.db,\n"
         "                   else ~/.cache/autotune/tune.db)\n"

@@ -847,9 +847,24 @@ int at_spec_expand(at_spec *spec, const at_problem *pb, at_candidate **out, int 
     return AT_OK;
 }
 
+/* Ops whose spec is a file named after another: one text serves a family,
+** told its op through the chunk's `...` (at_spec_load_op). */
+static const struct {
+    const char *op, *file;
+} SPEC_FILES[] = {
+    {"rmsnorm", "norm"},
+    {"add_rmsnorm", "norm"},
+    {"gemma_rmsnorm", "norm"},
+    {"add_gemma_rmsnorm", "norm"},
+};
+
 void at_spec_default_path(const char *home, const char *op, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s/search/%s.lua", home, op ? op : "");
+    const char *file = op ? op : "";
+    for (size_t i = 0; i < sizeof SPEC_FILES / sizeof SPEC_FILES[0]; i++)
+        if (strcmp(file, SPEC_FILES[i].op) == 0)
+            file = SPEC_FILES[i].file;
+    snprintf(buf, len, "%s/search/%s.lua", home, file);
 }
 
 void at_spec_space_text(const at_spec *spec, char *buf, size_t len)

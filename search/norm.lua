@@ -1,14 +1,23 @@
--- search/add_rmsnorm.lua — the search space for add_rmsnorm on TxH: z = x +
--- residual rounded to the element dtype and stored back into residual, then
--- y = z * rsqrt(mean(z^2) + eps) * w from the rounded z (tuner/norm_ref.h).
--- Parameter names are the templates' TP_* macros. Runs sandboxed.
+-- search/norm.lua — the search space of the four RMSNorm ops on TxH (tokens
+-- x hidden), one text: the tuner hands the op it loads this spec for as the
+-- chunk's argument (`...`), and the op picks the template's TP_OP:
+--   rmsnorm            y = x * rsqrt(mean(x^2) + eps) * w
+--   add_rmsnorm        z = x + residual, rounded and stored back into
+--                      residual, then y as rmsnorm from the rounded z
+--   gemma_rmsnorm      y = x * rsqrt(mean(x^2) + eps) * (1 + w)
+--   add_gemma_rmsnorm  the add form of gemma_rmsnorm
+-- w in the element dtype, fp32 math, y rounded once (tuner/norm_ref.h states
+-- the rounding). Parameter names are the templates' TP_* macros; constraints
+-- are named. Runs sandboxed.
 
-local OP, TP_OP, TP_WFP32 = "add_rmsnorm", 1, 0 -- [NORM_OP] op, TP_OP value, fp32 w
+local OP = ...
+local TP_OP = ({ rmsnorm = 0, add_rmsnorm = 1, gemma_rmsnorm = 2, add_gemma_rmsnorm = 3 })[OP]
+if TP_OP == nil then
+  error("norm.lua is the spec of rmsnorm, add_rmsnorm, gemma_rmsnorm and add_gemma_rmsnorm; "
+        .. "it was loaded for " .. (OP and ("'" .. tostring(OP) .. "'") or "no op"), 0)
+end
+local TP_WFP32 = 0 -- [NORM_OP] 1: fp32 Gemma weights (a copy of this file with 1 here)
 
--- [NORM_SPEC] Everything from this line down is the same text in the four
--- norm specs (rmsnorm, add_rmsnorm, gemma_rmsnorm, add_gemma_rmsnorm);
--- tests/test_norm.c checks it. Change all four together.
---
 -- Three strategies: warp_rows (8-32 lanes per row, several rows per block,
 -- shuffles only), block_row (one row per block, warps meet in shared memory)
 -- and split_row (one row over a cluster of 2-8 blocks, sm_90+, for few rows).
