@@ -277,13 +277,17 @@ def pct_ceiling(w: Winner, dev: Device, us: float | None = None) -> float | None
     return 100.0 * g / dev.read_gbps if g and dev.read_gbps else None
 
 
+def _timed(t: Trial) -> bool:
+    return t.state == "ok" and t.us is not None and t.us > 0
+
+
 def pdl_pairs(trials: list[Trial]) -> list[tuple[Trial, Trial]]:
     """(no PDL, PDL) pairs of timed candidates whose strategy and params
     are equal but for TP_PDL=0 / TP_PDL=1."""
     halves: dict[tuple, dict[str, Trial]] = {}
     for t in trials:
         p = parse_params(t.params)
-        if t.state != "ok" or t.us is None or p.get("TP_PDL") not in ("0", "1"):
+        if t.state != "ok" or not t.us or t.us <= 0 or p.get("TP_PDL") not in ("0", "1"):
             continue
         rest = tuple(sorted((k, v) for k, v in p.items() if k != "TP_PDL"))
         halves.setdefault((t.strategy, rest), {})[p["TP_PDL"]] = t
@@ -312,7 +316,7 @@ def _png(fig) -> str:
 def plot_speedup(g: OpGroup, base: str) -> str:
     fig, ax = _figure()
     shapes = [w.shape for w in g.winners]
-    vals = [w.speedup or 0.0 for w in g.winners]
+    vals = [w.speedup if w.speedup and w.speedup > 0 else 0.0 for w in g.winners]
     colors = ["#9e9e9e" if w.is_baseline else "#2e7d32" for w in g.winners]
     bars = ax.bar(range(len(shapes)), vals, color=colors, width=0.5)
     ax.set_xlim(-0.75, len(shapes) - 0.25)
@@ -354,7 +358,7 @@ def plot_distribution(g: OpGroup, w: Winner, base: str) -> str:
     import random
 
     fig, ax = _figure()
-    timed = [t for t in w.trials if t.state == "ok" and t.us is not None]
+    timed = [t for t in w.trials if _timed(t)]
     strategies = sorted({t.strategy for t in timed})
     jitter = random.Random(0)  # the same page for the same cache
     for i, s in enumerate(strategies):
@@ -477,7 +481,7 @@ def _op_section(page: _Page, dev: Device, g: OpGroup, shape: str | None):
         "% of ceiling = bytes moved per call / time, against the device's measured streaming-read ceiling.</p>"
     )
     page.figure(plot_speedup(g, base), f"{g.label} speedup per shape", f"Speedup over {html.escape(base)} per shape; the dashed line is 1.0 (no gain).")
-    if dev.read_gbps:
+    if dev.read_gbps and any(pct_ceiling(w, dev) for w in g.winners):
         page.figure(
             plot_ceiling(g, dev, base),
             f"{g.label} percent of the read ceiling",
@@ -485,13 +489,13 @@ def _op_section(page: _Page, dev: Device, g: OpGroup, shape: str | None):
             "against the bytes moved per call: small calls are bound by launch latency, large ones by memory.",
         )
     else:
-        page.add('<p class="note">No read ceiling measured for this device: no bandwidth plot.</p>')
+        page.add('<p class="note">No read ceiling measured for this device, or no winner with bytes and a time: no bandwidth plot.</p>')
     w = next((x for x in g.winners if x.shape == shape), None) if shape else None
     note = ""
     if w is None:
         w = default_shape(g)
         note = " (the shape with the most trials" + (f"; {html.escape(shape)} is not tuned for this op" if shape else "") + ")"
-    timed = sum(1 for t in w.trials if t.state == "ok" and t.us is not None)
+    timed = sum(1 for t in w.trials if _timed(t))
     if timed:
         states: dict[str, int] = {}
         for t in w.trials:

@@ -178,6 +178,27 @@ def test_no_pdl_pairs_is_said(tmp_path):
     assert len(Page(text).imgs) == 2 * (FIGURES_PER_OP - 1)
 
 
+def test_sparse_cache_says_what_is_missing(tmp_path):
+    # no device row (no ceilings) and a shape whose trials are gone
+    db, out = str(tmp_path / "sparse.db"), str(tmp_path / "r.html")
+    make_cache.make_cache(db)
+    con = sqlite3.connect(db)
+    con.execute("DELETE FROM devices")
+    con.execute("DELETE FROM trials WHERE op = 'rmsnorm'")
+    con.commit()
+    con.close()
+    assert run_report("--db", db, "-o", out) == 0
+    text = open(out, encoding="utf-8").read()
+    p = Page(text)
+    assert "No device row with measured ceilings" in text
+    assert text.count("no bandwidth plot") == 2
+    assert "1x4096 (the shape with the most trials): no timed candidates" in text
+    assert "rmsnorm bf16: this cache has no PDL pairs" in text
+    # gemv: speedup, times, PDL; rmsnorm: speedup
+    assert len(p.imgs) == 4
+    assert all(row[5] == "\u2014" for t in p.tables for row in t)  # % of ceiling unknown
+
+
 def test_pdl_pairs_differ_only_in_tp_pdl():
     T = report.Trial
     trials = [
