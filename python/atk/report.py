@@ -346,6 +346,7 @@ def plot_ceiling(g: OpGroup, dev: Device, base: str) -> str:
                 ax.annotate(s, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
     ax.axhline(100.0, color="#555555", linestyle=":", linewidth=1)
     ax.set_xscale("log")
+    ax.margins(x=0.3)  # room for the shape labels
     ax.set_xlabel("bytes moved per call")
     ax.set_ylabel("% of the read ceiling")
     ax.set_ylim(0, 110)
@@ -393,9 +394,13 @@ def plot_pdl(g: OpGroup, pairs: dict[str, list[tuple[Trial, Trial]]]) -> str:
         ax.scatter(xs, ys, s=12, alpha=0.7, label=f"{shape} ({len(ps)} pairs, median {med:.2f}x)")
         lo, hi = min(lo, *xs, *ys), max(hi, *xs, *ys)
     ax.plot([lo, hi], [lo, hi], color="#555555", linewidth=1, linestyle="--", label="same time")
+    span = (lo - (hi - lo) * 0.05, hi + (hi - lo) * 0.05)
     if hi > 8 * lo:
         ax.set_xscale("log")
         ax.set_yscale("log")
+        span = (lo / 1.1, hi * 1.1)
+    ax.set_xlim(*span)  # one range on both axes: the diagonal at 45 degrees
+    ax.set_ylim(*span)
     ax.set_xlabel("without PDL (TP_PDL=0), us")
     ax.set_ylabel("with PDL (TP_PDL=1), us")
     ax.set_title(f"{g.label}: PDL against no PDL (below the line: PDL faster)")
