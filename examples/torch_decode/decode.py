@@ -170,11 +170,11 @@ def row_errors(x, ref) -> dict:
     den = r.pow(2).sum(-1)
     rel = torch.where(den > 0, (num / den.clamp_min(1e-300)).sqrt(), num.sqrt())
     rel = torch.where(torch.isfinite(a).all(-1), rel, torch.full_like(rel, math.inf))
-    rel = torch.nan_to_num(rel, nan=math.inf)
+    rel = torch.nan_to_num(rel, nan=math.inf, posinf=math.inf)
     row = int(rel.argmax())
     diff = (a - r).abs()
     return {"rel_err": float(rel[row]), "row": row,
-            "max_abs": float(torch.nan_to_num(diff, nan=math.inf).max())}
+            "max_abs": float(torch.nan_to_num(diff, nan=math.inf, posinf=math.inf).max())}
 
 
 def compare(outs, ref, tol: float) -> dict:
