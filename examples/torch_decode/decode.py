@@ -144,17 +144,25 @@ def time_round(fn, steps: int) -> float:
     return 1000.0 * start.elapsed_time(end) / steps
 
 
-def capture(fn):
-    """A CUDA graph of one call of fn, after two warm-up calls on a side
-    stream (cuBLAS initialises and picks its kernels outside the capture).
-    Returns (graph, the outputs it writes on every replay)."""
+def warm_up(fn, calls: int = 2) -> None:
+    """Calls fn on a side stream, as torch's CUDA graph notes advise before a
+    capture: cuBLAS initialises and picks its kernels (torch.compile
+    compiles) outside the capture."""
     import torch
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        for _ in range(2):
+        for _ in range(calls):
             fn()
     torch.cuda.current_stream().wait_stream(side)
+
+
+def capture(fn, warmup: int = 2):
+    """A CUDA graph of one call of fn, after `warmup` warm-up calls. Returns
+    (graph, the outputs it writes on every replay)."""
+    import torch
+    if warmup:
+        warm_up(fn, warmup)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         out = fn()
@@ -214,8 +222,9 @@ def run_batch(model, B: int, modes: dict, args, table, atk) -> dict:
         graphs["graph"], outs["graph"] = capture(lambda: model(B))
     if "atk_graph" in modes:
         with atk.patch(model, table):
+            warm_up(lambda: model(B))
             before = table.stats()
-            graphs["atk_graph"], outs["atk_graph"] = capture(lambda: model(B))
+            graphs["atk_graph"], outs["atk_graph"] = capture(lambda: model(B), warmup=0)
             # the capture ran the Python forward once: one step's calls
             paths = stats_delta(before, table.stats())
     if "compile_graph" in modes:
@@ -422,6 +431,8 @@ def run(args, out) -> int:
         modes["atk_graph"] = None
         p = atk.patch(model, table)
         s = p.summary()
+        if isinstance(s, dict):
+            s = [f"{k}: {v}" for k, v in s.items()]
         patch_summary = s if isinstance(s, str) else "\n".join(map(str, s))
         p.undo()
         print("atk.patch:\n  " + patch_summary.rstrip().replace("\n", "\n  "), file=out)

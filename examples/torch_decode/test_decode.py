@@ -204,12 +204,13 @@ def fake_harness(monkeypatch, perturb=0.0):
         yield
         table.patched = False
 
-    def capture(fn):
+    def capture(fn, warmup=2):
         table.calls += 115 if table.patched else 0
         g = FakeGraph(fn)
         return g, g.out
 
     monkeypatch.setattr(decode, "capture", capture)
+    monkeypatch.setattr(decode, "warm_up", lambda fn, calls=2: None)
     monkeypatch.setattr(decode, "time_round", lambda fn, steps: [fn() for _ in range(steps)] and 100.0)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
     table = types.SimpleNamespace(calls=0, patched=False)
@@ -287,14 +288,39 @@ def test_no_gpu_exits_1_with_a_message():
     assert r.returncode == 1 and "no CUDA GPU" in r.stderr
 
 
-def test_patch_falls_back_on_the_cpu():
-    # with the real package: a dry table serves nothing on the CPU, so the
-    # patched model gives the unpatched one's outputs
+def dry_table():
+    """A dry atk table of the shipped H200 table (no GPU needed), or a
+    visible skip without the package or libatk.so."""
     atk = pytest.importorskip("atk", reason="the atk package (python/) is not installed here")
+    try:
+        return atk, atk.open_dry(str(decode.DEFAULT_DB))
+    except atk.LibraryNotFound as e:
+        pytest.skip(f"libatk.so not found (set ATK_LIB): {e}")
+
+
+def test_patch_falls_back_on_the_cpu():
+    # a dry table serves nothing on the CPU: the patched model gives the
+    # unpatched one's outputs
+    atk, t = dry_table()
     m = M.make_model(M.TINY, dtype=torch.float32, device="cpu")
     with torch.inference_mode():
         ref = m(2)
         m.reset_state()
-        with atk.open_dry(str(decode.DEFAULT_DB)) as t, atk.patch(m, t):
+        with t, atk.patch(m, t):
             got = m(2)
     assert torch.equal(ref[1], got[1])
+
+
+def test_patch_routes_every_gemv_and_norm_of_a_step():
+    # on meta tensors a dry table counts what a GPU step would call: the 115
+    # GEMVs and the 49 residual-add norms (GemmaRMSNorm's add form must map
+    # to add_gemma_rmsnorm), all served by the shipped table
+    atk, t = dry_table()
+    with torch.device("meta"):
+        m = M.DecodeModel(M.QWEN35_2B)
+    with t, atk.patch(m, t) as p, torch.inference_mode():
+        assert len(p.summary().splitlines()) >= 1
+        m(4)
+        stats = t.stats()
+    assert stats["gemv"]["calls"] == 115 and stats["gemv"]["fallback"] == 0
+    assert stats["add_gemma_rmsnorm"]["calls"] == 49 and stats["add_gemma_rmsnorm"]["fallback"] == 0
