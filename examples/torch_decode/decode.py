@@ -329,7 +329,16 @@ def fmt_err(c: dict | None) -> str:
             + ("agree" if c["agree"] else "DIFFER"))
 
 
-def print_report(out, results: list[dict], args) -> None:
+def per_step_calls(model) -> dict:
+    """The GEMVs and norms one step calls: what atk could take."""
+    import torch.nn as nn
+    GemmaRMSNorm = type(model.norm)
+    mods = list(model.modules())
+    return {"gemv": sum(isinstance(m, nn.Linear) for m in mods),
+            "norm": sum(isinstance(m, GemmaRMSNorm) for m in mods)}
+
+
+def print_report(out, results: list[dict], args, per_step: dict | None = None) -> None:
     print(f"\nper batch size B (B tokens per step; median of {args.rounds} rounds of {args.steps} steps, modes "
           f"interleaved; vs (b) = tokens/s over (b)'s)", file=out)
     print(f"  {'mode':32s} {'B':>4s} {'us/step':>10s} {'tokens/s':>12s} {'vs (b)':>8s}", file=out)
@@ -349,6 +358,12 @@ def print_report(out, results: list[dict], args) -> None:
                                                                                "fallback")) for op, d in p.items())
             print(f"  B={r['B']:<3d} atk calls in one captured step (calls/tuned/bucket/inferred/fallback): "
                   f"{line}", file=out)
+        if r["atk_paths"] is not None and per_step:
+            p = r["atk_paths"]
+            norms = sum(d.get("calls", 0) for op, d in p.items() if "rmsnorm" in op)
+            print(f"  B={r['B']:<3d} atk took {p.get('gemv', {}).get('calls', 0)} of the step's {per_step['gemv']} "
+                  f"GEMVs and {norms} of its {per_step['norm']} norms (the rest ran the modules' torch forward)",
+                  file=out)
 
 
 def print_overhead(out, o: dict) -> None:
@@ -451,7 +466,8 @@ def run(args, out) -> int:
             print(f"  B={B}: done in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     over = overhead(table, atk) if args.overhead else None
 
-    print_report(out, results, args)
+    per_step = per_step_calls(model)
+    print_report(out, results, args, per_step)
     if over:
         print_overhead(out, over)
     agree = all(r["agree"] for r in results)
@@ -460,7 +476,7 @@ def run(args, out) -> int:
         doc = {"device": name, "cc": 10 * cc[0] + cc[1], "torch": torch.__version__, "dtype": "bf16",
                "steps": args.steps, "rounds": args.rounds, "tolerance": args.tolerance,
                "db": None if args.no_atk else str(args.db), "atk": table is not None, "patch": patch_summary,
-               "weights_gb": model.weight_bytes() / 1e9, "modes": {k: MODES[k] for k in modes},
+               "weights_gb": model.weight_bytes() / 1e9, "calls_per_step": per_step, "modes": {k: MODES[k] for k in modes},
                "batch": results, "overhead": over, "agree": agree}
         text = json.dumps(jsonable(doc), indent=1) + "\n"
         if args.json == "-":

@@ -234,9 +234,10 @@ def test_run_batch_checks_every_mode_and_reports(monkeypatch, tiny, capsys):
     assert r["modes"]["atk_graph"]["tokens_per_s"] == pytest.approx(3e6 / 100.0)
     assert r["modes"]["atk_graph"]["ratio_to_graph"] == pytest.approx(1.0)
     assert r["atk_paths"] == {"gemv": {"calls": 115, "tuned": 115, "fallback": 0}}
-    decode.print_report(sys.stdout, [r], args)
+    decode.print_report(sys.stdout, [r], args, decode.per_step_calls(tiny))
     text = capsys.readouterr().out
     assert "(c) atk.patch + CUDA graph" in text and "agree" in text and "DIFFER" not in text
+    assert "atk took 115 of the step's 10 GEMVs and 0 of its 5 norms" in text  # the fake's counts, tiny's modules
     assert json.loads(json.dumps(decode.jsonable(r)))["B"] == 3
 
 
