@@ -1,0 +1,283 @@
+"""examples/torch_decode/model.py — a Qwen3.5-2B-shaped decode stack in
+PyTorch with synthetic random weights, the twin of the C engine's model
+(examples/decode/model.c): the same shapes, the same Gemma RMSNorm with the
+residual add, and the same stand-ins for the attention core and the
+linear-attention recurrence (see README.md for what is a stand-in).
+Invariant: every GEMV is an nn.Linear without bias and every norm a
+GemmaRMSNorm, so atk.patch can replace both; activations are [B, width].
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+@dataclass(frozen=True)
+class Config:
+    """The stack's dimensions. The defaults are the C engine's (model.h):
+    hidden 2048, 24 layers (18 linear-attention, 6 full-attention, 3:1),
+    intermediate 6144, vocab 248320; 8 query and 2 key/value heads of 256;
+    16 linear-attention heads of 128. max_batch: the rows the fixed buffers
+    (token embeddings, linear-attention states) hold."""
+
+    hidden: int = 2048
+    layers: int = 24
+    inter: int = 6144
+    vocab: int = 248320
+    attn_heads: int = 8
+    kv_heads: int = 2
+    lin_heads: int = 16
+    full_every: int = 4  # layer l is full attention when l % full_every == full_every - 1
+    eps: float = 1e-6
+    max_batch: int = 16
+
+    def __post_init__(self):
+        for name in ("hidden", "layers", "inter", "vocab", "attn_heads", "kv_heads", "lin_heads", "full_every",
+                     "max_batch"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"Config.{name} = {getattr(self, name)}: must be >= 1")
+        if self.hidden % self.attn_heads or self.attn_heads % self.kv_heads:
+            raise ValueError(f"Config: hidden {self.hidden} must split into attn_heads {self.attn_heads}, "
+                             f"a multiple of kv_heads {self.kv_heads}")
+        if self.hidden % self.lin_heads:
+            raise ValueError(f"Config: hidden {self.hidden} must split into lin_heads {self.lin_heads}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.attn_heads
+
+    @property
+    def lin_dim(self) -> int:
+        return self.hidden // self.lin_heads
+
+    @property
+    def qkvg(self) -> int:
+        """Full attention's projection: q and gate (hidden each), k and v."""
+        return 2 * self.hidden + 2 * self.kv_heads * self.head_dim
+
+    @property
+    def qkvz(self) -> int:
+        """Linear attention's projection: q, k, v, z (hidden each)."""
+        return 4 * self.hidden
+
+    @property
+    def ba(self) -> int:
+        """Linear attention's beta and decay, one each per head."""
+        return 2 * self.lin_heads
+
+    def is_linear(self, layer: int) -> bool:
+        return layer % self.full_every != self.full_every - 1
+
+
+# The C engine's stack; a tiny one of the same code for tests on the CPU.
+QWEN35_2B = Config()
+TINY = Config(hidden=64, layers=2, inter=128, vocab=100, full_every=2, max_batch=4)
+
+
+class GemmaRMSNorm(nn.Module):
+    """RMSNorm scaled by (1 + weight) (Qwen3-Next's zero-centred norm), with
+    an optional residual add first — the contract atk.patch maps:
+
+      forward(x)           -> y = rmsnorm(x) * (1 + weight)
+                              (atk: t.gemma_rmsnorm(x, weight, eps))
+      forward(x, residual) -> (y, residual): residual is updated IN PLACE to
+                              x + residual (rounded to its dtype) and
+                              returned; y = rmsnorm(residual) * (1 + weight)
+                              (atk: t.add_gemma_rmsnorm(x, residual, weight,
+                              eps), which updates residual in place too)
+
+    Rounding as the C kernels: the sum rounded once to the dtype, then the
+    norm in fp32 from that rounded value, y rounded once. `atk_norm` and the
+    class name mark it Gemma-style for atk.patch's autodetection."""
+
+    atk_norm = "gemma"
+
+    def __init__(self, hidden: int, eps: float = 1e-6, dtype=None, device=None):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(hidden, dtype=dtype, device=device))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None):
+        src = x
+        if residual is not None:
+            residual.add_(x)
+            src = residual
+        v = src.float()
+        y = v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + self.eps) * (1.0 + self.weight.float())
+        y = y.to(x.dtype)
+        return y if residual is None else (y, residual)
+
+    def extra_repr(self) -> str:
+        return f"{self.weight.shape[0]}, eps={self.eps}"
+
+
+def standin_attention(qkvg: torch.Tensor, cfg: Config) -> torch.Tensor:
+    """Attention at a sequence's first position (one key: softmax = 1), the C
+    stand-in standin_attn: out = v (GQA: each key/value head serves
+    attn_heads / kv_heads query heads) * sigmoid(gate). qkvg [B, cfg.qkvg]
+    laid out q | gate | k | v; returns [B, hidden] in qkvg's dtype."""
+    B, H = qkvg.shape[0], cfg.hidden
+    f = qkvg.float()
+    gate = f[:, H:2 * H]
+    v = f[:, 2 * H + cfg.kv_heads * cfg.head_dim:].reshape(B, cfg.kv_heads, 1, cfg.head_dim)
+    v = v.expand(B, cfg.kv_heads, cfg.attn_heads // cfg.kv_heads, cfg.head_dim).reshape(B, H)
+    return (v * torch.sigmoid(gate)).to(qkvg.dtype)
+
+
+def standin_linear(qkvz: torch.Tensor, ba: torch.Tensor, state: torch.Tensor, cfg: Config) -> torch.Tensor:
+    """A gated linear recurrence per head, the C stand-in standin_linear:
+    S = decay * S + beta * k v^T; out = (q S) * silu(z), with q and k scaled
+    by 1/sqrt(lin_dim), beta = sigmoid(ba[:heads]), decay =
+    sigmoid(ba[heads:]). qkvz [B, 4 * hidden] laid out q | k | v | z; ba [B,
+    2 * lin_heads]; state [B, lin_heads, lin_dim, lin_dim] fp32, one per
+    sequence, updated in place. Returns [B, hidden] in qkvz's dtype."""
+    B, Hn, D = qkvz.shape[0], cfg.lin_heads, cfg.lin_dim
+    f = qkvz.float().reshape(B, 4, Hn, D)
+    scale = 1.0 / math.sqrt(D)
+    q, k, v, z = f[:, 0] * scale, f[:, 1] * scale, f[:, 2], f[:, 3]
+    g = ba.float()
+    beta, decay = torch.sigmoid(g[:, :Hn]), torch.sigmoid(g[:, Hn:2 * Hn])
+    state.mul_(decay[:, :, None, None]).add_((beta[:, :, None] * k)[:, :, :, None] * v[:, :, None, :])
+    out = torch.matmul(q.unsqueeze(2), state).squeeze(2)  # [B, Hn, D]: sum_i q[i] S[i, j]
+    return (out * F.silu(z)).reshape(B, Hn * D).to(qkvz.dtype)
+
+
+def silu_mul(gate_up: torch.Tensor, inter: int) -> torch.Tensor:
+    """SiLU(gate) * up from the concatenated [B, 2 * inter] gate_up, in fp32
+    and rounded once, as the C kernel."""
+    f = gate_up.float()
+    return (F.silu(f[:, :inter]) * f[:, inter:]).to(gate_up.dtype)
+
+
+class FullAttention(nn.Module):
+    """2048 -> 5120 (q, gate, k, v), the attention stand-in, 2048 -> 2048."""
+
+    def __init__(self, cfg: Config, dtype=None, device=None):
+        super().__init__()
+        self.cfg = cfg
+        self.qkvg_proj = nn.Linear(cfg.hidden, cfg.qkvg, bias=False, dtype=dtype, device=device)
+        self.o_proj = nn.Linear(cfg.hidden, cfg.hidden, bias=False, dtype=dtype, device=device)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.o_proj(standin_attention(self.qkvg_proj(x), self.cfg))
+
+
+class LinearAttention(nn.Module):
+    """2048 -> 8192 (q, k, v, z) and 2048 -> 32 (beta, decay), the recurrence
+    stand-in over a fp32 state per sequence slot, 2048 -> 2048."""
+
+    def __init__(self, cfg: Config, dtype=None, device=None):
+        super().__init__()
+        self.cfg = cfg
+        self.in_proj_qkvz = nn.Linear(cfg.hidden, cfg.qkvz, bias=False, dtype=dtype, device=device)
+        self.in_proj_ba = nn.Linear(cfg.hidden, cfg.ba, bias=False, dtype=dtype, device=device)
+        self.out_proj = nn.Linear(cfg.hidden, cfg.hidden, bias=False, dtype=dtype, device=device)
+        self.register_buffer("state", torch.zeros(cfg.max_batch, cfg.lin_heads, cfg.lin_dim, cfg.lin_dim,
+                                                  dtype=torch.float32, device=device), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        state = self.state[:x.shape[0]]  # token t is sequence slot t
+        return self.out_proj(standin_linear(self.in_proj_qkvz(x), self.in_proj_ba(x), state, self.cfg))
+
+
+class MLP(nn.Module):
+    """2048 -> 12288 (gate and up, one weight), SiLU * mul, 6144 -> 2048."""
+
+    def __init__(self, cfg: Config, dtype=None, device=None):
+        super().__init__()
+        self.inter = cfg.inter
+        self.gate_up_proj = nn.Linear(cfg.hidden, 2 * cfg.inter, bias=False, dtype=dtype, device=device)
+        self.down_proj = nn.Linear(cfg.inter, cfg.hidden, bias=False, dtype=dtype, device=device)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(silu_mul(self.gate_up_proj(x), self.inter))
+
+
+class DecodeLayer(nn.Module):
+    """add + norm -> (linear) attention -> add + norm -> MLP. Takes the
+    previous block's output and the residual stream, returns this block's
+    output and the stream (the add happens in the next norm)."""
+
+    def __init__(self, cfg: Config, index: int, dtype=None, device=None):
+        super().__init__()
+        self.linear = cfg.is_linear(index)
+        self.input_norm = GemmaRMSNorm(cfg.hidden, cfg.eps, dtype=dtype, device=device)
+        self.mixer = (LinearAttention if self.linear else FullAttention)(cfg, dtype=dtype, device=device)
+        self.post_norm = GemmaRMSNorm(cfg.hidden, cfg.eps, dtype=dtype, device=device)
+        self.mlp = MLP(cfg, dtype=dtype, device=device)
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor):
+        h, residual = self.input_norm(x, residual)
+        h, residual = self.post_norm(self.mixer(h), residual)
+        return self.mlp(h), residual
+
+
+class DecodeModel(nn.Module):
+    """The stack. forward(B) runs one decode step of B tokens (1..max_batch,
+    one per sequence; row t of `embed` is token t, the residual stream starts
+    at zero as in the C engine) and returns (hidden, logits): the final
+    norm's output [B, hidden] and the lm_head's [B, vocab]. Each step
+    advances the linear-attention states of slots 0..B-1 (reset_state zeroes
+    them). Build with make_model (weights are not initialised here)."""
+
+    def __init__(self, cfg: Config, dtype=torch.bfloat16, device=None):
+        super().__init__()
+        self.cfg = cfg
+        self.layers = nn.ModuleList(DecodeLayer(cfg, i, dtype=dtype, device=device) for i in range(cfg.layers))
+        self.norm = GemmaRMSNorm(cfg.hidden, cfg.eps, dtype=dtype, device=device)
+        self.lm_head = nn.Linear(cfg.hidden, cfg.vocab, bias=False, dtype=dtype, device=device)
+        self.register_buffer("embed", torch.zeros(cfg.max_batch, cfg.hidden, dtype=dtype, device=device),
+                             persistent=False)
+
+    def forward(self, B: int):
+        if not 1 <= B <= self.cfg.max_batch:
+            raise ValueError(f"a step of B = {B} tokens: out of range 1..{self.cfg.max_batch}")
+        x = self.embed[:B]
+        residual = torch.zeros_like(x)
+        for layer in self.layers:
+            x, residual = layer(x, residual)
+        hidden, _ = self.norm(x, residual)
+        return hidden, self.lm_head(hidden)
+
+    @torch.no_grad()
+    def init_weights(self, seed: int = 1) -> None:
+        """Random weights as the C engine's: every Linear [N, K] uniform with
+        variance 1/K (+-sqrt(3/K)), so activations keep their scale through
+        the layers; norm weights +-0.1; token embeddings +-1; states zero.
+        Generated on the model's device (fast on a GPU)."""
+        dev = self.embed.device
+        gen = torch.Generator(device=dev)
+        gen.manual_seed(seed)
+        for mod in self.modules():
+            if isinstance(mod, nn.Linear):
+                a = math.sqrt(3.0 / mod.in_features)
+                mod.weight.uniform_(-a, a, generator=gen)
+            elif isinstance(mod, GemmaRMSNorm):
+                mod.weight.uniform_(-0.1, 0.1, generator=gen)
+        self.embed.uniform_(-1.0, 1.0, generator=gen)
+        self.reset_state()
+
+    @torch.no_grad()
+    def reset_state(self) -> None:
+        """Zeroes every linear-attention state (in place: captured graphs
+        keep reading the same buffers)."""
+        for mod in self.modules():
+            if isinstance(mod, LinearAttention):
+                mod.state.zero_()
+
+    def weight_bytes(self) -> int:
+        return sum(p.numel() * p.element_size() for p in self.parameters())
+
+
+def make_model(cfg: Config = QWEN35_2B, dtype=torch.bfloat16, device="cuda", seed: int = 1) -> DecodeModel:
+    """The stack on `device` with random weights (see init_weights): built on
+    the meta device first so no default init runs over 1.9 G parameters."""
+    with torch.device("meta"):
+        m = DecodeModel(cfg, dtype=dtype)
+    m = m.to_empty(device=device)
+    m.init_weights(seed)
+    return m.eval()
