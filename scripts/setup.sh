@@ -7,6 +7,8 @@
 #   scripts/setup.sh                         install what is missing, build
 #   scripts/setup.sh --deps-only [PKG...]    install only (PKG: extra packages; CI adds clang)
 #   scripts/setup.sh --dry-run [...]         print what it would do, change nothing
+#   scripts/setup.sh --python [...]          also pip-install the Python package's
+#                                            dependencies (torch matplotlib pytest)
 #
 # The CUDA toolkit (nvcc, NVRTC, cuBLAS) is not installed here: it must be
 # present already (on PATH, in $CUDA_HOME or /usr/local/cuda).
@@ -15,7 +17,7 @@ cd "$(dirname "$0")/.."
 
 usage() {
   cat <<'EOF'
-usage: scripts/setup.sh [--deps-only] [--dry-run] [EXTRA_PACKAGE...]
+usage: scripts/setup.sh [--deps-only] [--dry-run] [--python] [EXTRA_PACKAGE...]
 
 Installs the build's packages that are missing (liblua5.4-dev libsqlite3-dev
 cmake gcc, plus any EXTRA_PACKAGE), with apt-get as root or through sudo,
@@ -23,6 +25,9 @@ then configures and builds autotune into build/ (RelWithDebInfo).
 
   --deps-only   install packages only; no CUDA check, no build
   --dry-run     print the commands it would run, run none of them
+  --python      also install, with python3 -m pip, what the Python package
+                (python/) and its tests import and is missing: torch,
+                matplotlib, pytest
   --help        this text
 
 Needs Debian or Ubuntu and the CUDA toolkit (nvcc) already installed.
@@ -30,11 +35,12 @@ After it: build/autotune --op gemv --shape 1x2048x8192   (needs a GPU)
 EOF
 }
 
-deps_only=0 dry=0 extra=()
+deps_only=0 dry=0 python=0 extra=()
 for a in "$@"; do
   case "$a" in
     --deps-only) deps_only=1 ;;
     --dry-run) dry=1 ;;
+    --python) python=1 ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "setup.sh: unknown option '$a' (see --help)" >&2; exit 2 ;;
     *) extra+=("$a") ;;
@@ -71,6 +77,21 @@ else
     echo "setup.sh: installing ${need[*]}"
     run "${as_root[@]}" apt-get update -qq
     run "${as_root[@]}" apt-get install -y -qq "${need[@]}"
+  fi
+fi
+# --- Python: the package's dependencies, from the package registry -------
+if [ "$python" = 1 ]; then
+  py=$(command -v python3 || true)
+  [ -n "$py" ] || { echo "setup.sh: --python: no python3 on PATH" >&2; exit 1; }
+  need=()
+  for m in torch matplotlib pytest; do
+    "$py" -c "import $m" >/dev/null 2>&1 || need+=("$m")
+  done
+  if [ ${#need[@]} -eq 0 ]; then
+    echo "setup.sh: Python modules present: torch matplotlib pytest"
+  else
+    echo "setup.sh: pip-installing ${need[*]} into $("$py" -c 'import sys; print(sys.prefix)')"
+    run "$py" -m pip install -q --disable-pip-version-check "${need[@]}"
   fi
 fi
 [ "$deps_only" = 1 ] && exit 0
