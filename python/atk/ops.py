@@ -10,7 +10,9 @@
 `table` is Table.handle (the process registry of open tables). The add ops
 write residual in place, declared in the schema (a!) so functionalization
 keeps the write. Fake (meta) kernels give shapes and dtypes without a
-table. Registered once, on the first import of this module."""
+table. Inference only: no autograd formula (run under torch.no_grad() or
+torch.inference_mode()). Registered once, on the first import of this
+module."""
 
 import torch
 
@@ -91,3 +93,4 @@ rmsnorm = torch.ops.atk.rmsnorm
 gemma_rmsnorm = torch.ops.atk.gemma_rmsnorm
 add_rmsnorm = torch.ops.atk.add_rmsnorm
 add_gemma_rmsnorm = torch.ops.atk.add_gemma_rmsnorm
+
