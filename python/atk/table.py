@@ -274,10 +274,45 @@ class Table:
         return out
 
     # ----------------------------------------------------------------- calls
+    # Each call has a fast path for the common case (a real table, plain
+    # tensors on its GPU, everything consistent): a few attribute reads and
+    # one ctypes call. Anything else, including every error and dry tables,
+    # goes to the checked path, which names the bad argument or launches.
+
     def gemv(self, x, W, out=None):
         """y = x . W^T (fp32 accumulation): x [..., K] (rows M = x.numel()//K),
         W [N, K] (nn.Linear layout), bf16/fp16 on the table's GPU; returns
         y [..., N] (into `out` when given). Launches on the current stream."""
+        dev = self.device
+        try:
+            dt = _DTYPE_CODE[x.dtype]
+            N, K = W.shape
+            if x.dim() == 2:
+                M = x.shape[0]
+                shape = (M, N)
+            else:
+                M = x.numel() // K
+                shape = x.shape[:-1] + (N,)
+            xp = x.data_ptr()
+            wp = W.data_ptr()
+            ok = (dev is not None and W.dtype is x.dtype and x.shape[-1] == K and M > 0 and N > 0 and
+                  not (xp | wp) & 15 and x.get_device() == dev and W.get_device() == dev and
+                  x.is_contiguous() and W.is_contiguous())
+            if ok and out is not None:
+                ok = (out.dtype is x.dtype and out.shape == shape and not out.data_ptr() & 15 and
+                      out.get_device() == dev and out.is_contiguous())
+        except Exception:  # not tensors, wrong rank ...: the checked path says what
+            ok = False
+        ctx = self._ctx
+        if not ok or ctx is None:
+            return self._gemv_checked(x, W, out)
+        y = torch.empty(shape, dtype=x.dtype, device=x.device) if out is None else out
+        rc = self._f_gemv(ctx, _raw_stream(dev), dt, M, K, N, xp, wp, y.data_ptr())
+        if rc:
+            raise self._fail(rc)
+        return y
+
+    def _gemv_checked(self, x, W, out):
         ctx = self._c()
         dt = self._tensor("gemv", "x", x)
         if self._tensor("gemv", "W", W, 2) != dt:
@@ -297,6 +332,38 @@ class Table:
         return y
 
     def _norm(self, op, opname, x, residual, w, eps, out):
+        dev = self.device
+        try:
+            dt = _DTYPE_CODE[x.dtype]
+            (H,) = w.shape
+            T = x.shape[0] if x.dim() == 2 else x.numel() // H
+            xp = x.data_ptr()
+            wp = w.data_ptr()
+            rp = 0 if residual is None else residual.data_ptr()
+            ok = (dev is not None and w.dtype is x.dtype and x.shape[-1] == H and T > 0 and
+                  not (xp | wp | rp) & 15 and x.get_device() == dev and w.get_device() == dev and
+                  x.is_contiguous() and w.is_contiguous())
+            if ok and residual is not None:
+                ok = (residual.dtype is x.dtype and residual.shape == x.shape and residual.get_device() == dev and
+                      residual.is_contiguous())
+            if ok and out is not None:
+                ok = (out.dtype is x.dtype and out.shape == x.shape and not out.data_ptr() & 15 and
+                      out.get_device() == dev and out.is_contiguous())
+        except Exception:
+            ok = False
+        ctx = self._ctx
+        if not ok or ctx is None:
+            return self._norm_checked(op, opname, x, residual, w, eps, out)
+        y = torch.empty_like(x) if out is None else out
+        if residual is None:
+            rc = self._f_norm[op](ctx, _raw_stream(dev), dt, T, H, xp, wp, y.data_ptr(), eps)
+        else:
+            rc = self._f_norm[op](ctx, _raw_stream(dev), dt, T, H, xp, rp, wp, y.data_ptr(), eps)
+        if rc:
+            raise self._fail(rc)
+        return y
+
+    def _norm_checked(self, op, opname, x, residual, w, eps, out):
         ctx = self._c()
         dt = self._tensor(opname, "x", x)
         if self._tensor(opname, "w", w, 1) != dt:

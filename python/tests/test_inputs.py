@@ -132,14 +132,52 @@ def test_good_call_counts_once(dry):
     assert dry.stats()["gemv"]["calls"] == 1
 
 
-def test_real_table_rejects_other_device():
-    # a Table object of a real context is not needed for the check's wording:
-    # a dry table already refuses CPU; a real one also names the GPU index
-    t = atk.open_dry(__import__("conftest").TABLE)
-    t.dry, t.device = False, 0  # pretend: only the Python-side device check runs before C
-    try:
-        with pytest.raises(ValueError, match=r"x must be a CUDA tensor \(got meta\)"):
-            t.gemv(meta(1, 2048), meta(2048, 2048))
-    finally:
-        t.dry, t.device = True, None
-        t.close()
+@pytest.fixture
+def as_real(dry, monkeypatch):
+    """The dry table made to look like a real one on "device -1" (what
+    get_device() says for CPU and meta tensors), with a null stream: the
+    fast path of a real table then runs here, against the dry context,
+    which chooses and counts without reading any pointer."""
+    monkeypatch.setattr(dry, "dry", False)
+    monkeypatch.setattr(dry, "device", -1)
+    monkeypatch.setattr(atk.table, "_raw_stream", lambda index: None)
+    return dry
+
+
+def test_fast_path_calls_and_counts(as_real):
+    t = as_real
+    W = meta(2048, 2048)
+    assert t.gemv(meta(1, 2048), W).shape == (1, 2048)
+    assert t.gemv(meta(2, 3, 2048), W).shape == (2, 3, 2048)  # M = 6: bucket
+    assert t.gemv(meta(2048), W).shape == (2048,)
+    out = meta(40, 2048)
+    assert t.gemv(meta(40, 2048), W, out=out) is out
+    r = meta(3, 2048)
+    assert t.add_gemma_rmsnorm(meta(3, 2048), r, meta(2048)).shape == (3, 2048)
+    y = meta(1, 2048)
+    assert t.gemma_rmsnorm(meta(1, 2048), meta(2048), out=y) is y
+    s = t.stats()
+    assert s["gemv"] == {"calls": 4, "tuned": 2, "bucket": 1, "inferred": 0, "fallback": 1, "missed": 0,
+                         "rejected": 0}
+    assert s["add_gemma_rmsnorm"]["bucket"] == 1 and s["gemma_rmsnorm"]["tuned"] == 1
+
+
+def test_fast_path_still_rejects_bad_input(as_real):
+    t = as_real
+    base = cpu(2 * 2048 + 8)
+    with pytest.raises(ValueError, match="x's data must be 16-byte aligned"):
+        t.gemv(base[1:2049].view(1, 2048), cpu(2048, 2048))
+    with pytest.raises(TypeError, match="W is torch.float16"):
+        t.gemv(meta(1, 2048), meta(2048, 2048, dtype=FP))
+    with pytest.raises(ValueError, match="W must be contiguous"):
+        t.gemv(meta(1, 2048), meta(2048, 4096)[:, :2048])
+    with pytest.raises(ValueError, match=r"out must have shape \(1, 2048\)"):
+        t.gemv(meta(1, 2048), meta(2048, 2048), out=meta(2, 2048))
+    with pytest.raises(ValueError, match=r"residual has shape"):
+        t.add_rmsnorm(meta(1, 2048), meta(2, 2048), meta(2048))
+    with pytest.raises(ValueError, match="out must be contiguous"):
+        t.rmsnorm(meta(2, 2048), meta(2048), out=meta(2048, 2).t())
+    # the checked path of a real table wants CUDA tensors
+    with pytest.raises(ValueError, match=r"x must be a CUDA tensor \(got meta\)"):
+        t._gemv_checked(meta(1, 2048), meta(2048, 2048), None)
+    assert all(d["calls"] == 0 for d in t.stats().values())
