@@ -26,3 +26,19 @@ def dry():
     t = atk.open_dry(TABLE, gpu="NVIDIA H200", cc=90, sms=132, driver=13000)
     yield t
     t.close()
+
+
+@pytest.fixture(scope="module")
+def gpu_table():
+    """The shipped table opened on the GPU, or a visible skip: no CUDA GPU,
+    or a GPU the table has no entries for (it was tuned on an H200)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU visible to PyTorch (torch.cuda.is_available() is False)")
+    t = atk.open(TABLE)
+    if t.explain("gemv", "bf16", 1, 2048, 2048).path != "tuned":
+        name = torch.cuda.get_device_name()
+        t.close()
+        pytest.skip(f"the shipped table has no entries for {name} (tuned on an NVIDIA H200)")
+    yield t
+    t.close()

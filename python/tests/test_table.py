@@ -173,3 +173,12 @@ def test_foreign_gpu_gets_nothing():
     with atk.open_dry(TABLE, gpu="NVIDIA A100-SXM4-80GB", cc=80, sms=108) as t:
         assert t.info()["for_this_gpu"] == 0
         assert not t.serves("gemv", "bf16", 1, 2048, 2048)
+
+
+def test_gpu_cases_take_their_paths(dry):
+    """The paths the GPU tests expect (test_gpu_ops) are what the dry H200 table says."""
+    from test_gpu_ops import GEMV_CASES, NORM_CASES
+    for M, K, N, dtype, path in GEMV_CASES:
+        assert dry.explain("gemv", dtype, M, K, N).path == path, (M, K, N, dtype)
+    for op, T, H, dtype, path in NORM_CASES:
+        assert dry.explain(op, dtype, T, H).path == path, (op, T, H, dtype)
