@@ -11,6 +11,9 @@ the patched forward calls torch.ops.atk.*, in eager the Table directly
 (cheaper). A dry table serves only meta tensors (it launches nothing), so a
 model run on meta tensors shows, in t.stats(), what a GPU run would get."""
 
+import sys
+import types
+
 import torch
 
 from . import ops  # noqa: F401  (registers torch.ops.atk.*)
@@ -182,3 +185,15 @@ def patch(model, table, norms=None):
         p._add(name, mod, "gemma_rmsnorm" if kind == "gemma" else "rmsnorm",
                _norm_forward(mod, table, mod.forward, kind))
     return p
+
+
+class _CallableModule(types.ModuleType):
+    """`import atk.patch` makes the attribute atk.patch this module (the
+    import system sets it), shadowing the function of the same name: the
+    module then calls it, so atk.patch(model, table) works either way."""
+
+    def __call__(self, model, table, norms=None):
+        return patch(model, table, norms)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -161,3 +161,13 @@ def test_compile_fullgraph_of_a_patched_model(dry):
         f = torch.compile(m, fullgraph=True, backend="aot_eager")
         y = f(torch.empty(1, 2048, dtype=BF, device="meta"))
     assert y.shape == (1, 32) and y.dtype == BF
+
+
+def test_patch_name_after_importing_the_submodule(dry):
+    # `import atk.patch` first in a process binds the name atk.patch to the
+    # module, not the function: the module must patch too
+    import importlib
+    mod = importlib.import_module("atk.patch")
+    p = mod(model(), dry)
+    assert len(p.patched) == 5 and isinstance(p, mod.Patch)
+    p.undo()
