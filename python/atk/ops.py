@@ -1,0 +1,96 @@
+"""The calls as PyTorch custom ops, torch.ops.atk.*, so that torch.compile
+(fullgraph) and CUDA graph capture see one opaque op per call:
+
+    torch.ops.atk.gemv(Tensor x, Tensor W, int table) -> Tensor
+    torch.ops.atk.rmsnorm(Tensor x, Tensor w, float eps, int table) -> Tensor
+    torch.ops.atk.gemma_rmsnorm(Tensor x, Tensor w, float eps, int table) -> Tensor
+    torch.ops.atk.add_rmsnorm(Tensor x, Tensor(a!) residual, Tensor w, float eps, int table) -> Tensor
+    torch.ops.atk.add_gemma_rmsnorm(Tensor x, Tensor(a!) residual, Tensor w, float eps, int table) -> Tensor
+
+`table` is Table.handle (the process registry of open tables). The add ops
+write residual in place, declared in the schema (a!) so functionalization
+keeps the write. Fake (meta) kernels give shapes and dtypes without a
+table. Inference only: no autograd formula (run under torch.no_grad() or
+torch.inference_mode()). Registered once, on the first import of this
+module."""
+
+import torch
+
+from .table import lookup
+
+_SCHEMAS = {
+    "gemv": "gemv(Tensor x, Tensor W, int table) -> Tensor",
+    "rmsnorm": "rmsnorm(Tensor x, Tensor w, float eps, int table) -> Tensor",
+    "gemma_rmsnorm": "gemma_rmsnorm(Tensor x, Tensor w, float eps, int table) -> Tensor",
+    "add_rmsnorm": "add_rmsnorm(Tensor x, Tensor(a!) residual, Tensor w, float eps, int table) -> Tensor",
+    "add_gemma_rmsnorm": "add_gemma_rmsnorm(Tensor x, Tensor(a!) residual, Tensor w, float eps, int table) -> Tensor",
+}
+
+_lib = torch.library.Library("atk", "DEF")
+for _s in _SCHEMAS.values():
+    _lib.define(_s)
+
+
+# real kernels: the Table does every check (a CPU tensor gets its clear
+# "must be a CUDA tensor" error rather than the dispatcher's)
+def _gemv(x, W, table):
+    return lookup(table).gemv(x, W)
+
+
+def _rmsnorm(x, w, eps, table):
+    return lookup(table).rmsnorm(x, w, eps)
+
+
+def _gemma_rmsnorm(x, w, eps, table):
+    return lookup(table).gemma_rmsnorm(x, w, eps)
+
+
+def _add_rmsnorm(x, residual, w, eps, table):
+    return lookup(table).add_rmsnorm(x, residual, w, eps)
+
+
+def _add_gemma_rmsnorm(x, residual, w, eps, table):
+    return lookup(table).add_gemma_rmsnorm(x, residual, w, eps)
+
+
+for _name, _fn in (("gemv", _gemv), ("rmsnorm", _rmsnorm), ("gemma_rmsnorm", _gemma_rmsnorm),
+                   ("add_rmsnorm", _add_rmsnorm), ("add_gemma_rmsnorm", _add_gemma_rmsnorm)):
+    for _key in ("CUDA", "CPU"):
+        _lib.impl(_name, _fn, _key)
+
+_register_fake = getattr(torch.library, "register_fake", None) or torch.library.impl_abstract
+
+
+# fake kernels: output shape and dtype only (the table is not consulted)
+@_register_fake("atk::gemv")
+def _gemv_fake(x, W, table):
+    torch._check(x.shape[-1] == W.shape[1], lambda: "atk.gemv: x's K must equal W's K")
+    return x.new_empty(x.shape[:-1] + (W.shape[0],))
+
+
+@_register_fake("atk::rmsnorm")
+def _rmsnorm_fake(x, w, eps, table):
+    return torch.empty_like(x)
+
+
+@_register_fake("atk::gemma_rmsnorm")
+def _gemma_rmsnorm_fake(x, w, eps, table):
+    return torch.empty_like(x)
+
+
+@_register_fake("atk::add_rmsnorm")
+def _add_rmsnorm_fake(x, residual, w, eps, table):
+    return torch.empty_like(x)
+
+
+@_register_fake("atk::add_gemma_rmsnorm")
+def _add_gemma_rmsnorm_fake(x, residual, w, eps, table):
+    return torch.empty_like(x)
+
+
+gemv = torch.ops.atk.gemv
+rmsnorm = torch.ops.atk.rmsnorm
+gemma_rmsnorm = torch.ops.atk.gemma_rmsnorm
+add_rmsnorm = torch.ops.atk.add_rmsnorm
+add_gemma_rmsnorm = torch.ops.atk.add_gemma_rmsnorm
+
