@@ -137,21 +137,41 @@ def _linear_forward(mod, t, orig):
 
 
 def _norm_forward(mod, t, orig, kind):
+    """forward(x) -> y, and the residual form of vLLM's RMSNorm:
+    forward(x, residual) -> (y, residual), residual updated in place to
+    x + residual (rounded) and y the norm of that sum: the add ops."""
     h = t.handle
-    op = "gemma_rmsnorm" if kind == "gemma" else "rmsnorm"
-    call = t.gemma_rmsnorm if kind == "gemma" else t.rmsnorm
-    custom = torch.ops.atk.gemma_rmsnorm if kind == "gemma" else torch.ops.atk.rmsnorm
+    gemma = kind == "gemma"
+    op = "gemma_rmsnorm" if gemma else "rmsnorm"
+    add_op = "add_" + op
+    call = t.gemma_rmsnorm if gemma else t.rmsnorm
+    add_call = t.add_gemma_rmsnorm if gemma else t.add_rmsnorm
+    custom = torch.ops.atk.gemma_rmsnorm if gemma else torch.ops.atk.rmsnorm
+    add_custom = torch.ops.atk.add_gemma_rmsnorm if gemma else torch.ops.atk.add_rmsnorm
 
     def forward(x, *args, **kwargs):
         w = mod.weight
-        if not args and not kwargs and w is not None and x.dtype in _HALF and x.dtype == w.dtype and \
-                x.dim() >= 1 and w.dim() == 1 and x.shape[-1] == w.shape[0] and _on_table(t, x):
+        residual = None
+        if len(args) == 1 and not kwargs:
+            residual = args[0]
+        elif not args and list(kwargs) == ["residual"]:
+            residual = kwargs["residual"]
+        plain_call = not args and not kwargs
+        if (plain_call or isinstance(residual, torch.Tensor)) and w is not None and x.dtype in _HALF and \
+                x.dtype == w.dtype and x.dim() >= 1 and w.dim() == 1 and x.shape[-1] == w.shape[0] and \
+                _on_table(t, x):
             H = w.shape[0]
             c = _compiling()
-            if _plain(x, c) and _plain(w, c) and _serves(h, op, x.dtype, x.numel() // H, H, 0):
-                eps = _eps_of(mod)
-                eps = float(torch.finfo(x.dtype).eps if eps is None else eps)
-                return custom(x, w, eps, h) if c else call(x, w, eps)
+            eps = _eps_of(mod)
+            eps = float(torch.finfo(x.dtype).eps if eps is None else eps)
+            if plain_call:
+                if _plain(x, c) and _plain(w, c) and _serves(h, op, x.dtype, x.numel() // H, H, 0):
+                    return custom(x, w, eps, h) if c else call(x, w, eps)
+            elif residual.dtype == x.dtype and residual.shape == x.shape and residual.device == x.device and \
+                    _plain(x, c) and _plain(w, c) and _plain(residual, c) and \
+                    _serves(h, add_op, x.dtype, x.numel() // H, H, 0):
+                y = add_custom(x, residual, w, eps, h) if c else add_call(x, residual, w, eps)
+                return y, residual
         return orig(x, *args, **kwargs)
 
     return forward
@@ -164,8 +184,10 @@ def patch(model, table, norms=None):
     qualified name to "rmsnorm", "gemma" (weight factor 1 + w) or None (leave
     alone); without an entry, a class whose name ends in "RMSNorm" with a
     1-D weight and an eps/variance_epsilon attribute is taken, Gemma-style
-    when its name contains "Gemma" or it has atk_norm = "gemma". Modules
-    already patched are left as they are. Returns a Patch."""
+    when its name contains "Gemma" or it has atk_norm = "gemma". A norm
+    called as forward(x, residual) (vLLM's contract: residual += x in
+    place, returns (y, residual)) runs the add op. Modules already patched
+    are left as they are. Returns a Patch."""
     table._c()  # a closed table fails here, not at the first forward
     p = Patch(table)
     for name, mod in model.named_modules():

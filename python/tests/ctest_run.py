@@ -1,5 +1,6 @@
 """Runs this pytest suite for CTest (tests/CMakeLists.txt: test_python,
-test_python_gpu). `ctest_run.py cpu` runs the tests not marked gpu,
+test_python_gpu), and examples/torch_decode's tests with it. `ctest_run.py
+cpu` runs the tests not marked gpu,
 `ctest_run.py gpu` those marked gpu. When pytest or PyTorch cannot be
 imported (or, for gpu, no CUDA GPU is visible) it says why and exits 77,
 CTest's SKIP_RETURN_CODE; with AT_REQUIRE_PYTHON=1 a missing module fails
@@ -33,8 +34,9 @@ def main(argv):
     import pytest
     sys.dont_write_bytecode = True  # keep the source tree clean
     here = os.path.dirname(os.path.abspath(__file__))
+    example = os.path.join(here, "..", "..", "examples", "torch_decode")
     rc = pytest.main(["-q", "-rs", "-p", "no:cacheprovider", "-m", "gpu" if kind == "gpu" else "not gpu", here,
-                      *argv[2:]])
+                      os.path.normpath(example), *argv[2:]])
     return int(rc)
 
 

@@ -171,3 +171,54 @@ def test_patch_name_after_importing_the_submodule(dry):
     p = mod(model(), dry)
     assert len(p.patched) == 5 and isinstance(p, mod.Patch)
     p.undo()
+
+
+class AddGemmaRMSNorm(nn.Module):
+    """vLLM's contract: forward(x, residual) adds x into residual in place
+    and returns (norm(residual), residual); forward(x) is the plain norm."""
+
+    atk_norm = "gemma"
+
+    def __init__(self, h, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(h) * 0.1)
+        self.eps = eps
+
+    def forward(self, x, residual=None):
+        src = x
+        if residual is not None:
+            residual.add_(x)
+            src = residual
+        v = src.float()
+        y = ((1 + self.weight.float()) * (v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + self.eps))).to(x.dtype)
+        return y if residual is None else (y, residual)
+
+
+@pytest.mark.parametrize("how", ["positional", "keyword"])
+def test_residual_form_runs_the_add_op(dry, how):
+    m = AddGemmaRMSNorm(2048).to(dtype=BF, device="meta")
+    x = torch.empty(1, 2048, dtype=BF, device="meta")
+    r = torch.empty(1, 2048, dtype=BF, device="meta")
+    with atk.patch(m, dry) as p:
+        assert dict(p.patched) == {"": "gemma_rmsnorm"}
+        y, r2 = m(x, r) if how == "positional" else m(x, residual=r)
+        assert r2 is r and y.shape == x.shape and y.dtype == BF
+        m(x)  # the plain form
+    s = dry.stats()
+    assert s["add_gemma_rmsnorm"]["calls"] == 1 and s["add_gemma_rmsnorm"]["tuned"] == 1
+    assert s["gemma_rmsnorm"]["calls"] == 1
+
+
+def test_residual_form_on_cpu_is_the_modules_own(dry):
+    torch.manual_seed(1)
+    m = AddGemmaRMSNorm(2048).to(BF)
+    x = torch.randn(3, 2048, dtype=BF)
+    r0 = torch.randn(3, 2048, dtype=BF)
+    want_r = r0.clone()
+    with torch.no_grad():
+        want_y, _ = m(x, want_r)
+        got_r = r0.clone()
+        with atk.patch(m, dry):
+            got_y, got_r2 = m(x, got_r)
+    assert got_r2 is got_r and torch.equal(got_r, want_r) and torch.equal(got_y, want_y)
+    assert all(d["calls"] == 0 for d in dry.stats().values())
