@@ -306,7 +306,7 @@ class Table:
         ctx = self._ctx
         if not ok or ctx is None:
             return self._gemv_checked(x, W, out)
-        y = torch.empty(shape, dtype=x.dtype, device=x.device) if out is None else out
+        y = x.new_empty(shape) if out is None else out
         rc = self._f_gemv(ctx, _raw_stream(dev), dt, M, K, N, xp, wp, y.data_ptr())
         if rc:
             raise self._fail(rc)
