@@ -14,13 +14,7 @@ from .errors import AtkError, LibraryNotFound
 
 __version__ = "0.2.0"
 
-# flags of open / open_dry (enum atk_flags), or-ed
-STRICT_OPEN = 1 << 0
-STRICT = 1 << 1
-NO_INFER = 1 << 2
-NO_NVRTC = 1 << 3
-SAME_DRIVER = 1 << 4
-NO_OVERRIDES = 1 << 5
+from .flags import NO_INFER, NO_NVRTC, NO_OVERRIDES, SAME_DRIVER, STRICT, STRICT_OPEN
 
 __all__ = ["open", "open_dry", "patch", "AtkError", "LibraryNotFound", "Table", "Choice", "Patch",
            "STRICT_OPEN", "STRICT", "NO_INFER", "NO_NVRTC", "SAME_DRIVER", "NO_OVERRIDES"]

@@ -44,13 +44,7 @@ PATH_FALLBACK = 3
 PATH_BUCKET = 4
 PATH_NAMES = {PATH_TUNED: "tuned", PATH_INFERRED: "inferred", PATH_FALLBACK: "fallback", PATH_BUCKET: "bucket"}
 
-# enum atk_flags
-STRICT_OPEN = 1 << 0
-STRICT = 1 << 1
-NO_INFER = 1 << 2
-NO_NVRTC = 1 << 3
-SAME_DRIVER = 1 << 4
-NO_OVERRIDES = 1 << 5
+from .flags import NO_INFER, NO_NVRTC, NO_OVERRIDES, SAME_DRIVER, STRICT, STRICT_OPEN  # noqa: F401,E402
 
 
 class GpuId(ctypes.Structure):
