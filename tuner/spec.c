@@ -847,9 +847,21 @@ int at_spec_expand(at_spec *spec, const at_problem *pb, at_candidate **out, int 
     return AT_OK;
 }
 
+/* Ops whose spec file is not search/<op>.lua: one spec may serve several
+** ops (it gets the op as `...`). */
+static const struct {
+    const char *op, *file;
+} spec_files[] = {
+    {"gemv_add", "gemv"}, /* the GEMV space with TP_ADD=1 */
+};
+
 void at_spec_default_path(const char *home, const char *op, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s/search/%s.lua", home, op ? op : "");
+    const char *file = op ? op : "";
+    for (size_t i = 0; i < sizeof spec_files / sizeof spec_files[0]; i++)
+        if (strcmp(file, spec_files[i].op) == 0)
+            file = spec_files[i].file;
+    snprintf(buf, len, "%s/search/%s.lua", home, file);
 }
 
 void at_spec_space_text(const at_spec *spec, char *buf, size_t len)
