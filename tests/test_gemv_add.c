@@ -4,10 +4,14 @@
 ** residual add in every GEMV template's epilogue) compile with NVRTC for
 ** sm_80, sm_89 and sm_90 at an awkward K and N (1096 x 1000) for M = 1
 ** (warp_row, splitk) and M = 3 (multi_token, mma; mma_bulk on sm_90).
-** "Distinct" as the tuner compiles (at_candidate_compile_options), and
-** with TP_CACHE folded: the cache hint changes only the weight loads, not
-** the epilogue TP_ADD touches, and test_nvrtc / test_skinny compile every
-** hint for gemv; folding keeps this test's CI time small.
+** "Distinct" as far as TP_ADD is concerned: the options the tuner compiles
+** (at_candidate_compile_options) with the parameters folded that shape only
+** the weight stream and the main loop (cache hint, unroll, stages, chunk
+** sizes, activations in shared memory, PDL), not the reductions and stores
+** the epilogue sits in (warps, rows, tokens, tiles, K splits, vector width
+** stay). With TP_ADD=0 the templates' PTX is byte for byte what it was
+** before TP_ADD, and test_nvrtc / test_skinny compile every gemv candidate;
+** folding keeps this test at minutes, not tens of minutes, on a CI machine.
 */
 #include "autotune.h"
 #include "tinytest.h"
@@ -19,16 +23,33 @@
 typedef struct {
     int strategy;
     char options[512]; /* as compiled */
-    char folded[512];  /* TP_CACHE's value blanked: the dedup key */
+    char folded[512];  /* the folded parameters' values blanked: the dedup key */
 } distinct_cand;
 
-/* options with the digit after "-DTP_CACHE=" replaced by '*'. */
-static void fold_cache(const char *options, char *out, size_t n)
+/* options with the values of the folded parameters replaced by '*'. */
+static void fold(const char *options, char *out, size_t n)
 {
-    snprintf(out, n, "%s", options);
-    char *p = strstr(out, "-DTP_CACHE=");
-    if (p)
-        p[strlen("-DTP_CACHE=")] = '*';
+    static const char *const folded[] = {"TP_CACHE", "TP_UNROLL", "TP_STAGES", "TP_PRE", "TP_XK",
+                                         "TP_KC",    "TP_DEPTH",  "TP_PDL",    "TP_L2PF"};
+    size_t used = 0;
+    out[0] = '\0';
+    for (const char *p = options; *p && used + 1 < n;) {
+        const char *end = strchr(p, ' '), *eq;
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char tok[128];
+        snprintf(tok, sizeof tok, "%.*s", (int)len, p);
+        if (!strncmp(tok, "-D", 2) && (eq = strchr(tok, '=')) != NULL)
+            for (size_t i = 0; i < sizeof folded / sizeof folded[0]; i++)
+                if ((size_t)(eq - tok - 2) == strlen(folded[i]) && !strncmp(tok + 2, folded[i], strlen(folded[i])))
+                    snprintf(tok + (eq - tok) + 1, sizeof tok - (size_t)(eq - tok) - 1, "*");
+        int w = snprintf(out + used, n - used, "%s%s", used ? " " : "", tok);
+        if (w < 0)
+            break;
+        used += (size_t)w;
+        p += len;
+        while (*p == ' ')
+            p++;
+    }
 }
 
 /* Adds the live candidates of shape for arch to list[*n] unless there. */
@@ -47,7 +68,7 @@ static void add_distinct(at_spec *spec, const char *shape, int arch, distinct_ca
         distinct_cand d = {.strategy = c[i].strategy};
         at_candidate_compile_options(&c[i], arch, d.options, sizeof d.options);
         CHECK_STR_HAS(d.options, "-DTP_ADD=1");
-        fold_cache(d.options, d.folded, sizeof d.folded);
+        fold(d.options, d.folded, sizeof d.folded);
         int dup = 0;
         for (int j = 0; j < *n && !dup; j++)
             dup = list[j].strategy == d.strategy && strcmp(list[j].folded, d.folded) == 0;
