@@ -35,7 +35,7 @@ extern "C" {
 #define ATK_API
 #endif
 
-#define ATK_VERSION "0.2.0"
+#define ATK_VERSION "0.3.0"
 
 /* An opened table for one GPU: immutable after atk_open, so any number of
 ** threads may call into one context at once. */
@@ -70,7 +70,8 @@ enum atk_op {
     ATK_OP_ADD_RMSNORM = 2,
     ATK_OP_GEMMA_RMSNORM = 3,
     ATK_OP_ADD_GEMMA_RMSNORM = 4,
-    ATK_NOPS = 5
+    ATK_OP_GEMV_ADD = 5, /* residual += x . W^T in place (atk_gemv_add) */
+    ATK_NOPS = 6
 };
 
 /* Flags of atk_open / atk_open_table (or-ed). */
@@ -100,7 +101,8 @@ enum atk_flags {
 **      M > 1 unless tuned at that M;
 **   4. within one bucket (the smallest tuned M' >= M of any shape), the
 **      nearest other K, N whose kernel is valid there: INFERRED;
-**   5. otherwise FALLBACK: cuBLAS (GEMV) or the built-in naive fused norm.
+**   5. otherwise FALLBACK: cuBLAS (GEMV; gemv_add: cublasGemmEx with
+**      beta = 1) or the built-in naive fused norm.
 ** M above every tuned bucket (prefill) therefore falls back unless tuned. */
 enum atk_path {
     ATK_PATH_TUNED = 1,    /* the exact shape is tuned (its answer may be the baseline) */
@@ -206,7 +208,7 @@ ATK_API int atk_open_dry(const char *path, const atk_table *table, const atk_gpu
 ATK_API void atk_close(atk_ctx *ctx);
 
 /* ----------------------------------------------------------------- calls
-** Launch path (all five calls): no allocation, no synchronization, no
+** Launch path (all six calls): no allocation, no synchronization, no
 ** module loading, no NVRTC; safe inside CUDA graph capture and from many
 ** threads at once (the context is immutable; counters are atomic). atk's
 ** own kernels are loaded at atk_open; a GEMV that falls back to cuBLAS runs
@@ -223,6 +225,17 @@ ATK_API void atk_close(atk_ctx *ctx);
 ** fp32 accumulation. M, K, N in 1..INT_MAX. */
 ATK_API int atk_gemv(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N,
                      const void *x, const void *W, void *y);
+
+/* residual[M,N] += x[M,K] . W[N,K]^T in place: residual = rne(residual +
+** rne(acc)), acc the fp32 dot, exactly as atk_gemv into a scratch y and
+** then an add kernel round it (a tuned kernel: the add in its epilogue, one
+** launch, no scratch). The same dispatch rule as atk_gemv over the tuned
+** gemv_add entries (the gemv entries never serve it). The fallback is one
+** cublasGemmEx with beta = 1, which rounds once: rne(acc + residual), so
+** it may differ from the unfused path in the last bit of some outputs.
+** residual must not overlap x or W. M, K, N in 1..INT_MAX. */
+ATK_API int atk_gemv_add(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N,
+                         const void *x, const void *W, void *residual);
 
 /* y[T,H] = rne(x * r * w), r = 1/sqrt(sum(x^2)/H + eps) per row; w[H] of
 ** dtype. Rounding as stated in the tuner's tuner/norm_ref.h. */
@@ -304,7 +317,7 @@ ATK_API int atk_get_info(const atk_ctx *ctx, atk_info *out);
 ** entry or whole table that fell back and why. Owned by ctx. */
 ATK_API const char *atk_report(const atk_ctx *ctx);
 
-/* "gemv", "rmsnorm", ...; "?" outside enum atk_op. */
+/* "gemv", "rmsnorm", ..., "gemv_add"; "?" outside enum atk_op. */
 ATK_API const char *atk_op_name(int op);
 
 /* ---------------------------------------------------------------- errors */

@@ -67,6 +67,7 @@ static int parse_params(const char *text, atk_params *p)
         {"TP_MT", offsetof(atk_params, mt)},
         {"TP_NT", offsetof(atk_params, nt)},
         {"TP_KSPLIT", offsetof(atk_params, ksplit)},
+        {"TP_ADD", offsetof(atk_params, add)},
     };
     memset(p, 0, sizeof *p);
     for (const char *s = text; *s;) {
@@ -177,8 +178,8 @@ int atk__entry_init(atk_entry *e, const atk_row *r, char *why, size_t len)
         snprintf(why, len, "dtype '%s' is not one atk launches", r->dtype);
         return 0;
     }
-    if (!atk__parse_shape(r->shape, e->op == ATK_OP_GEMV ? 3 : 2, d)) {
-        snprintf(why, len, "shape '%s' is not a canonical %s", r->shape, e->op == ATK_OP_GEMV ? "MxKxN" : "TxH");
+    if (!atk__parse_shape(r->shape, atk__is_gemv(e->op) ? 3 : 2, d)) {
+        snprintf(why, len, "shape '%s' is not a canonical %s", r->shape, atk__is_gemv(e->op) ? "MxKxN" : "TxH");
         return 0;
     }
     e->M = d[0], e->K = d[1], e->N = d[2];
@@ -196,7 +197,7 @@ int atk__entry_init(atk_entry *e, const atk_row *r, char *why, size_t len)
     ** module; fp32-weight rows are refused below). [NAIVE_WINNER]
     ** tuner/op_norm.c writes it. */
     if ((!r->kernel[0] && !r->cubin_size) ||
-        (e->op != ATK_OP_GEMV && !strcmp(r->strategy, "naive") && !strstr(r->params, "TP_WFP32=1"))) {
+        (!atk__is_gemv(e->op) && !strcmp(r->strategy, "naive") && !strstr(r->params, "TP_WFP32=1"))) {
         e->strategy = ATK_S_BASELINE;
         e->pdl = 0;
         return 1;
@@ -217,13 +218,20 @@ int atk__entry_init(atk_entry *e, const atk_row *r, char *why, size_t len)
     }
     e->strategy = ATK_S_UNKNOWN;
     for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++)
-        if (!strcmp(r->kernel, kernels[i].kernel) && kernels[i].gemv == (e->op == ATK_OP_GEMV))
+        if (!strcmp(r->kernel, kernels[i].kernel) && kernels[i].gemv == (atk__is_gemv(e->op)))
             e->strategy = kernels[i].strategy;
-    if (e->op != ATK_OP_GEMV && e->p.wfp32) {
+    /* a gemv_add kernel adds into the residual, a gemv kernel overwrites y:
+    ** one launched for the other would corrupt the engine's state */
+    if (atk__is_gemv(e->op) && e->p.add != (e->op == ATK_OP_GEMV_ADD)) {
+        snprintf(why, len, "TP_ADD=%d is not %s's (TP_ADD=%d)", e->p.add, atk_op_name(e->op),
+                 e->op == ATK_OP_GEMV_ADD);
+        return 0;
+    }
+    if (!atk__is_gemv(e->op) && e->p.wfp32) {
         snprintf(why, len, "fp32 norm weights (TP_WFP32=1): atk's norm calls take weights of the element dtype");
         return 0;
     }
-    if (e->op != ATK_OP_GEMV && e->strategy != ATK_S_UNKNOWN && e->p.op != e->op - 1) {
+    if (!atk__is_gemv(e->op) && e->strategy != ATK_S_UNKNOWN && e->p.op != e->op - 1) {
         snprintf(why, len, "TP_OP=%d is not %s", e->p.op, atk_op_name(e->op));
         return 0;
     }
@@ -233,7 +241,7 @@ int atk__entry_init(atk_entry *e, const atk_row *r, char *why, size_t len)
     ** would read misaligned vectors (a sticky error) */
     if (e->strategy != ATK_S_UNKNOWN && !atk__entry_geometry(e, e->M, e->K, e->N, g, b)) {
         snprintf(why, len, "%s with %s is not valid for its own shape (TP_VEC=%d must divide %s; warps, rows, "
-                 "threads in range)", r->kernel, r->params, e->p.vec, e->op == ATK_OP_GEMV ? "K" : "H");
+                 "threads in range)", r->kernel, r->params, e->p.vec, atk__is_gemv(e->op) ? "K" : "H");
         return 0;
     }
     int recomputes = e->strategy != ATK_S_UNKNOWN && !memcmp(g, e->grid, sizeof g) && !memcmp(b, e->block, sizeof b);
@@ -242,7 +250,7 @@ int atk__entry_init(atk_entry *e, const atk_row *r, char *why, size_t len)
     ** and N only the strategies whose validity rule above is complete (the
     ** M=1 ones, multi_token and the norms): mma's TP_XK, TP_KSPLIT and
     ** mma_bulk's ring are sized for their own K. */
-    e->batch = recomputes && (e->op != ATK_OP_GEMV || e->strategy == ATK_S_GEMV_MULTI_TOKEN ||
+    e->batch = recomputes && (!atk__is_gemv(e->op) || e->strategy == ATK_S_GEMV_MULTI_TOKEN ||
                               e->strategy == ATK_S_GEMV_MMA || e->strategy == ATK_S_GEMV_MMA_BULK);
     e->inferable = recomputes && e->smem == 0 && e->strategy != ATK_S_GEMV_MMA && e->strategy != ATK_S_GEMV_MMA_BULK;
     return 1;

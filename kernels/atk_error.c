@@ -55,7 +55,7 @@ const char *atk_errstr(int status)
 
 /* [NORM_OP] the spec op names, in enum atk_op order. */
 static const char *const op_names[ATK_NOPS] = {"gemv", "rmsnorm", "add_rmsnorm", "gemma_rmsnorm",
-                                               "add_gemma_rmsnorm"};
+                                               "add_gemma_rmsnorm", "gemv_add"};
 
 const char *atk_op_name(int op) { return op >= 0 && op < ATK_NOPS ? op_names[op] : "?"; }
 

@@ -131,6 +131,7 @@ enum atk_strategy_id {
 typedef struct atk_params {
     int vec, warps, rows, wpr, tpr, rpb, threads, split, pdl, op, wfp32, dtype;
     int tokens, mt, nt, ksplit; /* multi_token, mma, mma_bulk */
+    int add;                    /* TP_ADD: the GEMV epilogue adds into y (gemv_add) */
 } atk_params;
 
 /* One loaded answer for (op, dtype, shape). */
@@ -229,7 +230,7 @@ struct atk_ctx {
     size_t index_mask;
     atk_memo_slot *memo;
     CUmodule naive_mod[ATK_NOPS][2];
-    CUfunction naive_fn[ATK_NOPS][2]; /* [op][dtype-1]; [ATK_OP_GEMV] unused */
+    CUfunction naive_fn[ATK_NOPS][2]; /* [op][dtype-1]; the GEMV ops' unused */
     atk_blas blas[ATK_BLAS_HANDLES];
     atk_counters count[ATK_NOPS];
     char *report;
@@ -290,6 +291,13 @@ void atk__report_buckets(atk_ctx *ctx);
 ** "TP_X=v" of params; *cubin malloc'ed. */
 int atk__nvrtc_compile(const char *name, const char *source, atk_sources *src, const char *options,
                        const char *params, void **cubin, size_t *size, char *why, size_t len);
+
+/* The GEMV ops (gemv, gemv_add): MxKxN shapes, the GEMV templates, a
+** cuBLAS fallback; the others are the norms (TxH). */
+static inline int atk__is_gemv(int op)
+{
+    return op == ATK_OP_GEMV || op == ATK_OP_GEMV_ADD;
+}
 
 /* op name <-> enum atk_op; dtype name <-> enum atk_dtype (-1 if unknown). */
 int atk__op_parse(const char *name);

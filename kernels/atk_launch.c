@@ -1,8 +1,9 @@
 /*
-** atk_launch.c — the five calls an engine makes per step. Each validates its
+** atk_launch.c — the six calls an engine makes per step. Each validates its
 ** arguments, asks atk_lookup.c which kernel serves the shape, counts the
 ** answer, and enqueues one launch: a tuned, bucket or inferred kernel (with PDL
-** when it was tuned with TP_PDL=1), cuBLAS for a GEMV fallback, the built-in
+** when it was tuned with TP_PDL=1), cuBLAS for a GEMV fallback (beta = 1
+** for gemv_add: one call, no scratch), the built-in
 ** naive fused kernel for a norm fallback. Nothing here allocates, waits,
 ** loads or compiles, so the calls are safe in CUDA graph capture; the only
 ** shared mutable state is atomic (counters, memo, cuBLAS handle claims).
@@ -92,8 +93,9 @@ static atk_blas *blas_claim(atk_ctx *ctx, CUstream stream, int *own)
     }
 }
 
+/* y = x . W^T (beta 0), or y += x . W^T rounded once (beta 1: gemv_add). */
 static int gemv_cublas(atk_ctx *ctx, CUstream stream, int dtype, int M, int K, int N, const void *x, const void *W,
-                       void *y)
+                       void *y, float beta)
 {
     int own = 0;
     atk_blas *b = blas_claim(ctx, stream, &own);
@@ -118,8 +120,8 @@ static int gemv_cublas(atk_ctx *ctx, CUstream stream, int dtype, int M, int K, i
         const float one = 1.0f, zero = 0.0f;
         cudaDataType t = dtype == ATK_FP16 ? CUDA_R_16F : CUDA_R_16BF;
         what = "cublasGemmEx";
-        s = cublasGemmEx(b->h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, W, t, K, x, t, K, &zero, y, t, N,
-                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        s = cublasGemmEx(b->h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, W, t, K, x, t, K, beta != 0.0f ? &beta : &zero,
+                         y, t, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     }
     atomic_flag_clear_explicit(&b->busy, memory_order_release);
     if (s != CUBLAS_STATUS_SUCCESS)
@@ -175,21 +177,23 @@ static int choose(atk_ctx *ctx, int op, int dtype, int M, int K, int N, const vo
     return ATK_OK;
 }
 
-int atk_gemv(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N, const void *x,
-             const void *W, void *y)
+/* atk_gemv and atk_gemv_add: one body; y is the residual for gemv_add (its
+** kernels, TP_ADD=1, add into it; its fallback is cuBLAS with beta = 1). */
+static int gemv_call(atk_ctx *ctx, int op, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N,
+                     const void *x, const void *W, void *y)
 {
     int entry, path, st, pushed;
     if (!ctx)
-        return atk__fail(NULL, ATK_ERR_USAGE, "atk_gemv: NULL context");
-    INC(ctx->count[ATK_OP_GEMV].calls);
+        return atk__fail(NULL, ATK_ERR_USAGE, "atk_%s: NULL context", atk_op_name(op));
+    INC(ctx->count[op].calls);
     if (dtype != ATK_BF16 && dtype != ATK_FP16)
-        return bad(ctx, ATK_OP_GEMV, "dtype must be ATK_BF16 or ATK_FP16");
+        return bad(ctx, op, "dtype must be ATK_BF16 or ATK_FP16");
     if (M < 1 || K < 1 || N < 1 || M > INT32_MAX || K > INT32_MAX || N > INT32_MAX)
-        return bad(ctx, ATK_OP_GEMV, "M, K and N must lie in 1..INT_MAX");
+        return bad(ctx, op, "M, K and N must lie in 1..INT_MAX");
     if (!ctx->dry && (!x || !W || !y))
-        return bad(ctx, ATK_OP_GEMV, "NULL x, W or y");
+        return bad(ctx, op, op == ATK_OP_GEMV_ADD ? "NULL x, W or residual" : "NULL x, W or y");
     const void *const ptr[4] = {x, W, x, W}; /* y is written one element at a time */
-    if ((st = choose(ctx, ATK_OP_GEMV, dtype, (int)M, (int)K, (int)N, ptr, &entry, &path)) != ATK_OK)
+    if ((st = choose(ctx, op, dtype, (int)M, (int)K, (int)N, ptr, &entry, &path)) != ATK_OK)
         return st;
     if (ctx->dry) {
         atk__clear(ctx);
@@ -200,7 +204,7 @@ int atk_gemv(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, i
     const atk_entry *e = entry >= 0 && path != ATK_PATH_FALLBACK ? &ctx->entries[entry] : NULL;
     CUstream s = (CUstream)stream;
     if (!e || e->strategy == ATK_S_BASELINE) {
-        st = gemv_cublas(ctx, s, dtype, (int)M, (int)K, (int)N, x, W, y);
+        st = gemv_cublas(ctx, s, dtype, (int)M, (int)K, (int)N, x, W, y, op == ATK_OP_GEMV_ADD ? 1.0f : 0.0f);
     } else {
         unsigned grid[3], block[3];
         CUdeviceptr dx = (CUdeviceptr)(uintptr_t)x, dw = (CUdeviceptr)(uintptr_t)W, dy = (CUdeviceptr)(uintptr_t)y;
@@ -218,6 +222,18 @@ int atk_gemv(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, i
     if (st == ATK_OK)
         atk__clear(ctx);
     return st;
+}
+
+int atk_gemv(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N, const void *x,
+             const void *W, void *y)
+{
+    return gemv_call(ctx, ATK_OP_GEMV, stream, dtype, M, K, N, x, W, y);
+}
+
+int atk_gemv_add(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N, const void *x,
+                 const void *W, void *residual)
+{
+    return gemv_call(ctx, ATK_OP_GEMV_ADD, stream, dtype, M, K, N, x, W, residual);
 }
 
 /* The RMSNorm family: (x, residual, w, y, T, H, eps), as every norm template. */

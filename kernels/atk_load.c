@@ -175,7 +175,7 @@ done:
 int atk__fallback_load(atk_ctx *ctx)
 {
     int st;
-    for (int op = ATK_OP_RMSNORM; op < ATK_NOPS; op++)
+    for (int op = ATK_OP_RMSNORM; op <= ATK_OP_ADD_GEMMA_RMSNORM; op++) /* the norms */
         for (int d = 0; d < 2; d++) {
             if ((st = atk__cuda_check(NULL, &ctx->cu,
                                       ctx->cu.cuModuleLoadData_(&ctx->naive_mod[op][d], atk__naive_fatbin[op - 1][d]),

@@ -63,7 +63,7 @@ static int exact(const atk_ctx *ctx, int op, int dtype, int M, int K, int N, uin
 static double distance(const atk_entry *e, int K, int N)
 {
     double d = fabs(log2((double)K / e->K));
-    if (e->op == ATK_OP_GEMV)
+    if (atk__is_gemv(e->op))
         d += fabs(log2((double)N / e->N));
     return d;
 }
@@ -195,7 +195,7 @@ static int largest_m(const atk_ctx *ctx, int op, int dtype, int K, int N)
 static void reason(const atk_ctx *ctx, int op, int dtype, int M, int K, int N, int path, const atk_entry *e,
                    atk_choice *out)
 {
-    const char *base = op == ATK_OP_GEMV ? "cuBLAS" : "the naive fused norm", *m = op == ATK_OP_GEMV ? "M" : "T";
+    const char *base = atk__is_gemv(op) ? "cuBLAS" : "the naive fused norm", *m = atk__is_gemv(op) ? "M" : "T";
     char *r = out->reason;
     size_t len = sizeof out->reason;
     if (e && e->overridden && e->val_wrong) {
@@ -207,7 +207,7 @@ static void reason(const atk_ctx *ctx, int op, int dtype, int M, int K, int N, i
         snprintf(r, len, e->strategy == ATK_S_BASELINE ? "tuned: %s won at this shape" : "tuned", base);
     } else if (path == ATK_PATH_BUCKET) {
         snprintf(r, len, "bucket %s=%d (%s, %d %s masked)", m, e->M, e->strategy_name, e->M - M,
-                 op == ATK_OP_GEMV ? (e->M - M == 1 ? "token" : "tokens") : (e->M - M == 1 ? "row" : "rows"));
+                 atk__is_gemv(op) ? (e->M - M == 1 ? "token" : "tokens") : (e->M - M == 1 ? "row" : "rows"));
     } else if (path == ATK_PATH_INFERRED) {
         snprintf(r, len, "inferred: %s of %s, bucket %s=%d", e->strategy_name, e->shape, m, e->M);
     } else if (ctx->flags & ATK_NO_INFER) {
@@ -235,9 +235,9 @@ int atk_explain(atk_ctx *ctx, int op, int dtype, int64_t M, int64_t K, int64_t N
         return atk__fail(ctx, ATK_ERR_USAGE, "atk_explain: NULL %s", ctx ? "out" : "context");
     memset(out, 0, sizeof *out);
     if (op < 0 || op >= ATK_NOPS || (dtype != ATK_BF16 && dtype != ATK_FP16) || M < 1 || K < 1 || M > 0x7fffffff ||
-        K > 0x7fffffff || (op == ATK_OP_GEMV && (N < 1 || N > 0x7fffffff)))
+        K > 0x7fffffff || (atk__is_gemv(op) && (N < 1 || N > 0x7fffffff)))
         return atk__fail(ctx, ATK_ERR_USAGE, "atk_explain: bad op, dtype or shape");
-    if (op != ATK_OP_GEMV)
+    if (!atk__is_gemv(op))
         N = 0;
     int i = atk__lookup(ctx, op, dtype, (int)M, (int)K, (int)N, &path);
     out->path = path;
@@ -261,11 +261,11 @@ int atk_explain(atk_ctx *ctx, int op, int dtype, int64_t M, int64_t K, int64_t N
             atk__entry_geometry(e, (int)M, (int)K, (int)N, out->grid, out->block);
         }
     } else {
-        out->strategy = op == ATK_OP_GEMV ? "cublas" : naive;
-        out->kernel = op == ATK_OP_GEMV ? "" : naive;
+        out->strategy = atk__is_gemv(op) ? "cublas" : naive;
+        out->kernel = atk__is_gemv(op) ? "" : naive;
         out->params = "";
         out->from = e && !e->synthetic ? e->shape : "";
-        if (op != ATK_OP_GEMV) {
+        if (!atk__is_gemv(op)) {
             out->grid[0] = (unsigned)M, out->grid[1] = out->grid[2] = 1;
             out->block[0] = 256, out->block[1] = out->block[2] = 1;
         }

@@ -34,12 +34,12 @@ int atk__override_row(atk_rows *rows, const char *name, int cc, int sms, const c
     int o = atk__op_parse(op), dt = atk__dtype_parse(dtype), d[3];
     int wrong = !strcmp(verdict, "wrong");
     if (strcmp(device, name) || dcc != cc || dsms != sms || (!wrong && strcmp(verdict, "slower")) || o < 0 ||
-        dt < 0 || !atk__parse_shape(shape, o == ATK_OP_GEMV ? 3 : 2, d) || strlen(chosen) != 64)
+        dt < 0 || !atk__parse_shape(shape, atk__is_gemv(o) ? 3 : 2, d) || strlen(chosen) != 64)
         return ATK_OK;
     atk_override *v = atk__overrides_push(rows);
     if (!v)
         return atk__fail(NULL, ATK_ERR_NOMEM, "atk: out of memory");
-    v->op = o, v->dtype = dt, v->M = d[0], v->K = d[1], v->N = o == ATK_OP_GEMV ? d[2] : 0;
+    v->op = o, v->dtype = dt, v->M = d[0], v->K = d[1], v->N = atk__is_gemv(o) ? d[2] : 0;
     snprintf(v->chosen, sizeof v->chosen, "%s", chosen);
     v->us = us, v->base_us = base_us, v->wrong = wrong;
     return ATK_OK;
@@ -47,7 +47,7 @@ int atk__override_row(atk_rows *rows, const char *name, int cc, int sms, const c
 
 static void shape_text(char *buf, size_t len, int op, int M, int K, int N)
 {
-    if (op == ATK_OP_GEMV)
+    if (atk__is_gemv(op))
         snprintf(buf, len, "%dx%dx%d", M, K, N);
     else
         snprintf(buf, len, "%dx%d", M, K);
@@ -150,7 +150,7 @@ void atk__report_buckets(atk_ctx *ctx)
         }
         qsort(ms, (size_t)nm, sizeof *ms, cmp_int);
         char kn[48];
-        if (e->op == ATK_OP_GEMV)
+        if (atk__is_gemv(e->op))
             snprintf(kn, sizeof kn, "%dx%d", e->K, e->N);
         else
             snprintf(kn, sizeof kn, "H=%d", e->K);
@@ -163,9 +163,9 @@ void atk__report_buckets(atk_ctx *ctx)
                     f->M == ms[k])
                     break;
             }
-            const char *what = f->strategy == ATK_S_BASELINE ? (e->op == ATK_OP_GEMV ? "cublas" : "naive")
+            const char *what = f->strategy == ATK_S_BASELINE ? (atk__is_gemv(e->op) ? "cublas" : "naive")
                                                              : f->strategy_name;
-            len += (size_t)snprintf(line + len, sizeof line - len, " %s=%d %s%s%s", e->op == ATK_OP_GEMV ? "M" : "T",
+            len += (size_t)snprintf(line + len, sizeof line - len, " %s=%d %s%s%s", atk__is_gemv(e->op) ? "M" : "T",
                                     ms[k], what, f->batch ? " (serves smaller)" : "", k + 1 < nm ? "," : "");
             top = ms[k];
         }

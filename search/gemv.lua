@@ -14,8 +14,24 @@
 -- "shape" (it reads the shape only: the strategy is ruled out before
 -- crossing) or the one TP_* it reads (its values are cut before crossing);
 -- see docs/search-spec.md. Runs sandboxed: no io, os, require.
+-- One spec, two ops: the loader hands the op as the chunk's `...`
+-- (tuner/spec.c). "gemv_add" (residual[M,N] += x . W^T in place) searches the
+-- same space with TP_ADD=1, the add in every template's epilogue.
+
+local op = ... or "gemv"
+if op ~= "gemv" and op ~= "gemv_add" then
+  error("search/gemv.lua serves the ops gemv and gemv_add, not " .. tostring(op))
+end
+local ADD = op == "gemv_add" and 1 or 0
 
 local function cdiv(a, b) return (a + b - 1) // b end
+
+-- A strategy's params, with TP_ADD=1 appended for gemv_add (gemv's
+-- candidates keep their parameter strings: TP_ADD=0 is the template default).
+local function params(list)
+  if ADD == 1 then list[#list + 1] = { "TP_ADD", { 1 } } end
+  return list
+end
 
 -- Shared by both strategies.
 local vec_divides_k = { "vec_divides_k", function(p, s)
@@ -126,13 +142,13 @@ local function unroll_within_k(wpr)
 end
 
 return {
-  op = "gemv",
+  op = op,
   strategies = {
     {
       name = "warp_row",
       template = "gemv/gemv_warp_row.cu",
       kernel = "gemv_warp_row",
-      params = {
+      params = params {
         { "TP_WARPS",  { 1, 2, 4, 8, 16 } },
         { "TP_ROWS",   { 1, 2, 4, 8 } },
         { "TP_VEC",    { 8, 4, 2, 1 } },
@@ -157,7 +173,7 @@ return {
       name = "splitk",
       template = "gemv/gemv_splitk.cu",
       kernel = "gemv_splitk",
-      params = {
+      params = params {
         { "TP_WARPS",  { 2, 4, 8, 16 } },
         { "TP_WPR",    { 2, 4, 8, 16 } },
         { "TP_ROWS",   { 1, 2, 4 } },
@@ -182,7 +198,7 @@ return {
       name = "multi_token",
       template = "gemv/gemv_multi_token.cu",
       kernel = "gemv_multi_token",
-      params = {
+      params = params {
         { "TP_WARPS",  { 4, 8, 16 } },
         { "TP_WPR",    { 1, 2, 4, 8, 16 } }, -- 8, 16: tiny N, where a few blocks must cover K
         { "TP_ROWS",   { 1, 2, 4 } },
@@ -230,7 +246,7 @@ return {
       name = "mma",
       template = "gemv/gemv_mma.cu",
       kernel = "gemv_mma",
-      params = {
+      params = params {
         { "TP_WARPS",  { 4, 8, 16 } },
         { "TP_WPR",    { 1, 2, 4, 8, 16 } }, -- M=8 winners sat at the old edge, 8 of 8
         { "TP_KSPLIT", { 1, 2, 4, 8 } }, -- blocks of a cluster sharing K (sm_90+)
@@ -356,7 +372,7 @@ return {
       name = "mma_bulk",
       template = "gemv/gemv_mma_bulk.cu",
       kernel = "gemv_mma_bulk",
-      params = {
+      params = params {
         { "TP_WARPS",  { 2, 4, 8 } },
         { "TP_MT",     { 1, 2 } },
         { "TP_NT",     { 1, 2 } },
@@ -431,6 +447,6 @@ return {
     },
   },
   -- weights once, activations once, outputs once (at M > 1 only strategies
-  -- that read each weight once are live)
-  bytes = function(s) return s.elem * (s.N * s.K + s.M * s.K + s.M * s.N) end,
+  -- that read each weight once are live); gemv_add reads the residual too
+  bytes = function(s) return s.elem * (s.N * s.K + s.M * s.K + (1 + ADD) * s.M * s.N) end,
 }

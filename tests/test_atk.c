@@ -1100,6 +1100,98 @@ static void test_naive_winner_is_the_builtin(void)
     atk_close(ctx);
 }
 
+/* gemv_add: its own entries (TP_ADD=1) serve it, exact, as buckets and
+** inferred; a row whose TP_ADD does not match its op is refused with the
+** reason (a gemv kernel would overwrite the residual); gemv's entries
+** never serve gemv_add (fallback: cuBLAS with beta = 1); counters and
+** strict mode per op. */
+static void test_gemv_add(void)
+{
+    char db[128];
+    int dummy;
+    void *p = &dummy;
+    at_cache *c = NULL;
+    unlink(tpath(db, sizeof db, "gemv_add.db"));
+    CHECK_EQ_INT(at_cache_open(db, &c), AT_OK);
+    if (!c)
+        return;
+    at_cache_put_device(c, &H200_INFO);
+    at_key k = key_for(&H200_INFO, "gemv_add", "1x2048x2048", AT_BF16);
+    put_kernel(c, &k, "warp_row", "gemv_warp_row", "gemv/gemv_warp_row.cu", WARPROW_2048 " TP_ADD=1", 128, 1, 512,
+               2.9);
+    k = key_for(&H200_INFO, "gemv_add", "4x2048x2048", AT_BF16);
+    put_kernel(c, &k, "multi_token", "gemv_multi_token", "gemv/gemv_multi_token.cu",
+               "TP_WARPS=4 TP_WPR=1 TP_ROWS=2 TP_TOKENS=4 TP_VEC=8 TP_UNROLL=1 TP_CACHE=1 TP_PDL=1 TP_ADD=1", 256, 1,
+               128, 3.1);
+    k = key_for(&H200_INFO, "gemv_add", "1x2048x8192", AT_BF16); /* a gemv kernel under gemv_add */
+    put_kernel(c, &k, "splitk", "gemv_splitk", "gemv/gemv_splitk.cu", SPLITK_8192, 256, 1, 512, 7.9);
+    k = key_for(&H200_INFO, "gemv", "1x6144x2048", AT_BF16);
+    put_kernel(c, &k, "splitk", "gemv_splitk", "gemv/gemv_splitk.cu", SPLITK_8192, 64, 1, 512, 6.3);
+    k = key_for(&H200_INFO, "gemv", "1x2048x5120", AT_BF16); /* an add kernel under gemv */
+    put_kernel(c, &k, "splitk", "gemv_splitk", "gemv/gemv_splitk.cu", SPLITK_8192 " TP_ADD=1", 160, 1, 512, 6.1);
+    k = key_for(&H200_INFO, "gemv_add", "1x2048x32", AT_BF16);
+    put_baseline(c, &k);
+    at_cache_close(c);
+
+    atk_ctx *ctx = open_dry(db, 0);
+    if (!ctx)
+        return;
+    CHECK(!strcmp(atk_op_name(ATK_OP_GEMV_ADD), "gemv_add"));
+    CHECK_STR_HAS(atk_report(ctx), "TP_ADD=0 is not gemv_add's (TP_ADD=1)");
+    CHECK_STR_HAS(atk_report(ctx), "TP_ADD=1 is not gemv's (TP_ADD=0)");
+    atk_choice ch = explain(ctx, ATK_OP_GEMV_ADD, ATK_BF16, 1, 2048, 2048);
+    CHECK_EQ_INT(ch.path, ATK_PATH_TUNED);
+    CHECK(!strcmp(ch.strategy, "warp_row"));
+    CHECK_STR_HAS(ch.params, "TP_ADD=1");
+    CHECK_EQ_INT((int)ch.grid[0], 128);
+    ch = explain(ctx, ATK_OP_GEMV_ADD, ATK_BF16, 3, 2048, 2048); /* the M=4 multi_token serves M=3 */
+    CHECK_EQ_INT(ch.path, ATK_PATH_BUCKET);
+    CHECK(!strcmp(ch.strategy, "multi_token"));
+    CHECK_EQ_INT(ch.bucket, 4);
+    /* its own row was refused, and at 1x6144x2048 only gemv is tuned: the
+    ** nearest gemv_add kernel serves both, never a gemv one */
+    ch = explain(ctx, ATK_OP_GEMV_ADD, ATK_BF16, 1, 2048, 8192);
+    CHECK_EQ_INT(ch.path, ATK_PATH_INFERRED);
+    CHECK(!strcmp(ch.from, "1x2048x2048"));
+    ch = explain(ctx, ATK_OP_GEMV_ADD, ATK_BF16, 1, 6144, 2048);
+    CHECK_EQ_INT(ch.path, ATK_PATH_INFERRED);
+    CHECK(!strcmp(ch.from, "1x2048x2048") && !strcmp(ch.strategy, "warp_row"));
+    CHECK_STR_HAS(ch.params, "TP_ADD=1");
+    ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 6144, 2048);
+    CHECK_EQ_INT(ch.path, ATK_PATH_TUNED);
+    ch = explain(ctx, ATK_OP_GEMV_ADD, ATK_BF16, 8, 2048, 2048); /* above every bucket */
+    CHECK_EQ_INT(ch.path, ATK_PATH_FALLBACK);
+    CHECK(!strcmp(ch.strategy, "cublas") && !ch.kernel[0]);
+    ch = explain(ctx, ATK_OP_GEMV_ADD, ATK_BF16, 1, 2048, 32); /* tuned: cuBLAS won */
+    CHECK_EQ_INT(ch.path, ATK_PATH_TUNED);
+    CHECK(!strcmp(ch.strategy, "cublas"));
+    CHECK_STR_HAS(ch.reason, "cuBLAS won");
+
+    atk_op_stats s;
+    CHECK_EQ_INT(atk_gemv_add(ctx, NULL, ATK_BF16, 1, 2048, 2048, p, p, p), ATK_OK);
+    CHECK_EQ_INT(atk_gemv_add(ctx, NULL, ATK_BF16, 2, 2048, 2048, p, p, p), ATK_OK);
+    CHECK_EQ_INT(atk_gemv_add(ctx, NULL, ATK_BF16, 1, 6144, 2048, p, p, p), ATK_OK);
+    CHECK_EQ_INT(atk_gemv_add(ctx, NULL, ATK_BF16, 8, 2048, 2048, p, p, p), ATK_OK);
+    CHECK_EQ_INT(atk_gemv_add(ctx, NULL, ATK_BF16, 1, 0, 2048, p, p, p), ATK_ERR_USAGE);
+    CHECK_STR_HAS(atk_errmsg(ctx), "atk_gemv_add: M, K and N");
+    CHECK_EQ_INT(atk_gemv_add(ctx, NULL, 3, 1, 2048, 2048, p, p, p), ATK_ERR_USAGE);
+    CHECK_EQ_INT(atk_stats(ctx, ATK_OP_GEMV_ADD, &s), ATK_OK);
+    CHECK(s.calls == 6 && s.tuned == 1 && s.bucket == 1 && s.inferred == 1 && s.fallback == 1 && s.rejected == 2);
+    CHECK_EQ_INT(atk_stats(ctx, ATK_OP_GEMV, &s), ATK_OK);
+    CHECK(s.calls == 0); /* gemv_add counts apart */
+    atk_close(ctx);
+
+    ctx = open_dry(db, ATK_STRICT);
+    if (!ctx)
+        return;
+    CHECK_EQ_INT(atk_gemv_add(ctx, NULL, ATK_BF16, 1, 2048, 2048, p, p, p), ATK_OK);
+    CHECK_EQ_INT(atk_gemv_add(ctx, NULL, ATK_BF16, 1, 6144, 2048, p, p, p), ATK_ERR_MISS);
+    CHECK_STR_HAS(atk_errmsg(ctx), "gemv_add bf16 1x6144x2048: no tuned entry (strict mode)");
+    atk_close(ctx);
+    CHECK_EQ_INT(atk_gemv_add(NULL, NULL, ATK_BF16, 1, 1, 1, NULL, NULL, NULL), ATK_ERR_USAGE);
+    CHECK_STR_HAS(atk_errmsg(NULL), "atk_gemv_add: NULL context");
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/test_atk.XXXXXX");
@@ -1125,6 +1217,7 @@ int main(void)
     TT_RUN(test_overrides);
     TT_RUN(test_threads);
     TT_RUN(test_lookup_cost);
+    TT_RUN(test_gemv_add);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0)

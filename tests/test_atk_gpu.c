@@ -579,12 +579,120 @@ static void bucket_kernels_at_every_m(void)
     at_gpu_close(g);
 }
 
+/* gemv_add through atk, bit for bit: the same warp_row kernel tuned as
+** gemv and as gemv_add (TP_ADD=1) at an awkward shape; atk_gemv writes y,
+** atk_gemv_add adds into a copy of the residual r0, and every output must
+** equal rne(r0 + y) computed on the host from that y (the two kernels sum
+** in the same order). An untuned shape falls back to cuBLAS with beta = 1
+** (one rounding: checked against fp64 within the gate). */
+#define ADD_PARAMS_WR "TP_WARPS=4 TP_ROWS=2 TP_VEC=8 TP_UNROLL=1 TP_CACHE=1 TP_PDL=0"
+
+static void gemv_add_bit_exact(void)
+{
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    at_gpu *g = NULL;
+    if (at_gpu_open(0, 0, &g) != AT_OK) {
+        fprintf(stderr, "  %s\n", at_errmsg());
+        CHECK(0);
+        return;
+    }
+    char db[160];
+    snprintf(db, sizeof db, "%s.add", db_path);
+    unlink(db);
+    at_cache *c = NULL;
+    at_templates *t = NULL;
+    const size_t K = 1096, N = 1000;
+    const unsigned grid[3] = {(unsigned)((N + 7) / 8), 1, 1};
+    int ok = at_cache_open(db, &c) == AT_OK && at_templates_open("templates", &t) == AT_OK &&
+             !put_compiled(c, t, &g->info, "gemv", "1x1096x1000", "gemv/gemv_warp_row.cu", "gemv_warp_row",
+                           ADD_PARAMS_WR, grid, 128, 0, 0) &&
+             !put_compiled(c, t, &g->info, "gemv_add", "1x1096x1000", "gemv/gemv_warp_row.cu", "gemv_warp_row",
+                           ADD_PARAMS_WR " TP_ADD=1", grid, 128, 0, 0);
+    at_templates_free(t);
+    at_cache_close(c);
+    CHECK(ok);
+    atk_ctx *ctx = NULL;
+    CHECK_EQ_INT(atk_open(db, 0, ATK_NO_INFER, &ctx), ATK_OK);
+    if (!ok || !ctx) {
+        at_gpu_close(g);
+        return;
+    }
+    atk_choice ch;
+    CHECK_EQ_INT(atk_explain(ctx, ATK_OP_GEMV_ADD, ATK_BF16, 1, (int64_t)K, (int64_t)N, &ch), ATK_OK);
+    CHECK_EQ_INT(ch.path, ATK_PATH_TUNED);
+    buf x, W, y, r;
+    if (buf_new(g, &x, K, 11) || buf_new(g, &W, N * K, 12) || buf_new(g, &y, N, 13) ||
+        buf_new(g, &r, N, 14)) {
+        CHECK(0);
+        return;
+    }
+    uint16_t *r0 = malloc(N * 2);
+    memcpy(r0, r.h, N * 2);
+    CHECK_EQ_INT(atk_gemv(ctx, (atk_stream)g->stream, ATK_BF16, 1, (int64_t)K, (int64_t)N, (void *)x.d, (void *)W.d, (void *)y.d),
+                 ATK_OK);
+    CHECK_EQ_INT(atk_gemv_add(ctx, (atk_stream)g->stream, ATK_BF16, 1, (int64_t)K, (int64_t)N, (void *)x.d, (void *)W.d, (void *)r.d),
+                 ATK_OK);
+    buf_get(g, &y);
+    buf_get(g, &r);
+    int bad = 0;
+    for (size_t n = 0; n < N; n++) {
+        uint16_t want = at_f32_to_half(AT_BF16, at_bf16_to_f32(r0[n]) + at_bf16_to_f32(y.h[n]));
+        if (r.h[n] != want && bad++ < 3)
+            fprintf(stderr, "  residual[%zu] = 0x%04x, want 0x%04x\n", n, r.h[n], want);
+    }
+    CHECK_EQ_INT(bad, 0);
+    /* the fallback (untuned shape, ATK_NO_INFER): cuBLAS beta = 1 */
+    const size_t M2 = 3, K2 = 520, N2 = 300;
+    buf x2, W2, r2;
+    if (buf_new(g, &x2, M2 * K2, 21) || buf_new(g, &W2, N2 * K2, 22) ||
+        buf_new(g, &r2, M2 * N2, 23)) {
+        CHECK(0);
+        return;
+    }
+    memcpy(r0 = realloc(r0, M2 * N2 * 2), r2.h, M2 * N2 * 2);
+    CHECK_EQ_INT(atk_explain(ctx, ATK_OP_GEMV_ADD, ATK_BF16, (int64_t)M2, (int64_t)K2, (int64_t)N2, &ch), ATK_OK);
+    CHECK_EQ_INT(ch.path, ATK_PATH_FALLBACK);
+    CHECK_EQ_INT(atk_gemv_add(ctx, (atk_stream)g->stream, ATK_BF16, (int64_t)M2, (int64_t)K2, (int64_t)N2, (void *)x2.d, (void *)W2.d,
+                              (void *)r2.d),
+                 ATK_OK);
+    buf_get(g, &r2);
+    double *ref = malloc(M2 * N2 * sizeof *ref);
+    for (size_t m = 0; m < M2; m++)
+        for (size_t n = 0; n < N2; n++) {
+            double s = at_bf16_to_f32(r0[m * N2 + n]);
+            for (size_t k = 0; k < K2; k++)
+                s += (double)at_bf16_to_f32(x2.h[m * K2 + k]) * at_bf16_to_f32(W2.h[n * K2 + k]);
+            ref[m * N2 + n] = s;
+        }
+    double err = rel_err(r2.h, ref, r2.n);
+    printf("  gemv_add tuned 1x%zux%zu: %d of %zu outputs differ from rne(r0 + y); fallback %zux%zux%zu rel err %.2e\n",
+           K, N, bad, N, M2, K2, N2, err);
+    CHECK(err <= 1e-2);
+    atk_op_stats s;
+    atk_stats(ctx, ATK_OP_GEMV_ADD, &s);
+    CHECK(s.calls == 2 && s.tuned == 1 && s.fallback == 1);
+    free(ref);
+    free(r0);
+    buf_free(g, &x);
+    buf_free(g, &W);
+    buf_free(g, &y);
+    buf_free(g, &r);
+    buf_free(g, &x2);
+    buf_free(g, &W2);
+    buf_free(g, &r2);
+    atk_close(ctx);
+    at_gpu_close(g);
+    unlink(db);
+}
+
 int main(void)
 {
     snprintf(db_path, sizeof db_path, "/tmp/test_atk_gpu.%ld.db", (long)getpid());
     TT_RUN_ISOLATED(results_equal_reference);
     TT_RUN_ISOLATED(graph_capture);
     TT_RUN_ISOLATED(many_threads);
+    TT_RUN_ISOLATED(gemv_add_bit_exact);
     snprintf(bucket_db, sizeof bucket_db, "/tmp/test_atk_gpu_buckets.%ld.db", (long)getpid());
     TT_RUN_ISOLATED(bucket_kernels_at_every_m);
     unlink(db_path);

@@ -65,6 +65,8 @@ static void bad_arguments_exit_2(void)
         {"--op rmsnorm", "--shape 1x2048", 2},
         {"--op add_rmsnorm --shape 1x2048x8192", "takes a TxH shape", 2},
         {"--op gemv --shape 1x2048", "takes an MxKxN shape", 2},
+        {"--op gemv_add --shape 1x2048", "takes an MxKxN shape", 2},
+        {"--op gemv_add --shape 1x2048x2048 --eps 1e-5", "--eps applies to the norm ops, not gemv_add", 2},
         {"--op rmsnorm --shape 1x2048x8192x2", "TxH with 2 dimensions", 2},
         {"--op rmsnorm --shape 0x2048", "at least 1", 2},
         {"--op gemma_rmsnorm --shape 1x2048 --eps -1e-6", "--eps: '-1e-6'", 2},

@@ -28,7 +28,7 @@ static int tune_op(const char *op, const char *shape, at_dtype dtype, const char
 {
     at_search_opts o = {.op = op, .dtype = dtype, .spec_path = spec, .templates_root = tpl,
                         .db_path = db_path, .reps = 5, .force = 1, .verify_only = verify_only};
-    int rc = at_shape_parse(shape, strcmp(op, "gemv") == 0 ? 3 : 2, &o.shape);
+    int rc = at_shape_parse(shape, strncmp(op, "gemv", 4) == 0 ? 3 : 2, &o.shape);
     if (rc == AT_OK)
         rc = at_search_run(&o, res);
     if (rc != AT_OK)
@@ -61,6 +61,39 @@ static void all_correct(const char *shape, at_dtype dtype)
            at_dtype_name(dtype), res.ncorrect, res.ncompiled, res.winner.strategy, res.winner.params,
            res.winner.us, res.base_us);
     at_search_result_free(&res);
+}
+
+/* gemv_add: every candidate (and both baselines: the op checks them) runs
+** through the tuner's check on the restored residual with guard zones:
+** none compile-fails, none wrong, none crashes. No timing (verify only). */
+static void gemv_add_all_correct(const char *shape, at_dtype dtype)
+{
+    at_search_result res;
+    int rc = tune_op("gemv_add", shape, dtype, "search/gemv.lua", "templates", 1, &res);
+    CHECK_EQ_INT(rc, AT_OK);
+    if (rc != AT_OK)
+        return;
+    CHECK(res.ncompiled > 0);
+    CHECK_EQ_INT(res.ncompile_failed, 0);
+    CHECK_EQ_INT(res.nwrong, 0);
+    CHECK_EQ_INT(res.ncrashed, 0);
+    CHECK_EQ_INT(res.ncorrect + res.nspills_rejected, res.ncompiled);
+    for (int i = 0; i < res.nrows; i++)
+        if (res.rows[i].trial.state == AT_TRIAL_WRONG || res.rows[i].trial.state == AT_TRIAL_CRASHED)
+            fprintf(stderr, "  %s: %s %s: %s\n", at_trial_state_name(res.rows[i].trial.state),
+                    res.rows[i].trial.strategy, res.rows[i].trial.params, res.rows[i].trial.reason);
+    printf("  gemv_add %s %s: %d correct of %d compiled\n", shape, at_dtype_name(dtype), res.ncorrect,
+           res.ncompiled);
+    at_search_result_free(&res);
+}
+
+static void gemv_add_every_candidate_correct(void)
+{
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    gemv_add_all_correct("1x1096x1000", AT_BF16);
+    gemv_add_all_correct("3x1096x1000", AT_BF16);
+    gemv_add_all_correct("3x1096x1000", AT_FP16);
 }
 
 static void every_candidate_correct_1x2056x5000(void)
@@ -496,6 +529,7 @@ int main(void)
     TT_RUN_ISOLATED(every_candidate_correct_1x6144x32);
     TT_RUN_ISOLATED(every_candidate_correct_narrow_vectors);
     TT_RUN_ISOLATED(every_candidate_correct_fp16_and_m3);
+    TT_RUN_ISOLATED(gemv_add_every_candidate_correct);
     TT_RUN_ISOLATED(end_to_end_then_cached_then_forced);
     TT_RUN_ISOLATED(unwritable_cache_is_a_clean_error);
     TT_RUN_ISOLATED(norm_gate_rejects_planted_bugs);

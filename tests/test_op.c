@@ -23,7 +23,14 @@ static void table_lists_every_op(void)
     int n = 0;
     while (at_op_at(n))
         n++;
-    CHECK_EQ_INT(n, 5);
+    CHECK_EQ_INT(n, 6);
+    const at_op *ga = at_op_find("gemv_add");
+    CHECK(ga == &at_op_gemv_add);
+    if (ga) { /* an MxKxN op whose add kernel (a baseline) is checked and hashed */
+        CHECK_EQ_INT(ga->rank, 3);
+        CHECK(ga->check_baselines);
+        CHECK(ga->extra_templates && strcmp(ga->extra_templates[0], "baseline/norm_add.cu") == 0);
+    }
     CHECK(at_op_at(-1) == NULL);
     for (int i = 0; i < 4; i++) {
         const at_op *op = at_op_find(NORMS[i]);
@@ -44,11 +51,12 @@ static void table_lists_every_op(void)
     }
 }
 
-/* Opens op `name` on spec `spec_path` (host only) for shape; fills res. */
 static char *slurp_text(const char *path);
 
-static int open_op(const char *name, const char *spec_path, const char *shape, double eps, at_search_result *res,
-                   char *keyopts, size_t keylen, size_t *copy_bytes)
+/* Opens op `name` on spec `spec_path`, loaded for op `spec_op` (host
+** only) for shape; fills res. */
+static int open_op_as(const char *name, const char *spec_op, const char *spec_path, const char *shape, double eps,
+                      at_search_result *res, char *keyopts, size_t keylen, size_t *copy_bytes)
 {
     const at_op *op = at_op_find(name);
     at_spec *sp = NULL;
@@ -59,7 +67,7 @@ static int open_op(const char *name, const char *spec_path, const char *shape, d
     memset(res, 0, sizeof *res);
     if (!op)
         return -1;
-    if ((rc = at_shape_parse(shape, op->rank, &o.shape)) != AT_OK || (rc = at_spec_load_op(spec_path, name, &sp)) != AT_OK ||
+    if ((rc = at_shape_parse(shape, op->rank, &o.shape)) != AT_OK || (rc = at_spec_load_op(spec_path, spec_op, &sp)) != AT_OK ||
         (rc = at_templates_open("templates", &tpl)) != AT_OK)
         goto done;
     at_problem pb = {.op = name, .dtype = AT_BF16, .shape = o.shape, .arch = 90, .sms = 132};
@@ -74,6 +82,12 @@ done:
     at_templates_free(tpl);
     at_spec_free(sp);
     return rc;
+}
+
+static int open_op(const char *name, const char *spec_path, const char *shape, double eps, at_search_result *res,
+                   char *keyopts, size_t keylen, size_t *copy_bytes)
+{
+    return open_op_as(name, name, spec_path, shape, eps, res, keyopts, keylen, copy_bytes);
 }
 
 static void norm_open_names_baselines_and_sizes(void)
@@ -132,6 +146,30 @@ static void gemv_open_keeps_the_key_and_cublas(void)
     CHECK_EQ_INT(res.nbaselines, 1);
     CHECK(strcmp(res.baselines[0].strategy, "cublas") == 0);
     CHECK(strcmp(res.baselines[0].label, "cuBLAS") == 0);
+}
+
+/* gemv_add: the unfused sequence (baseline 0, the winner rule's yardstick)
+** and cuBLAS with beta = 1; the weights are what is rotated; a spec that
+** leaves TP_ADD out (gemv.lua loaded as gemv) is refused by name. */
+static void gemv_add_open_names_both_baselines(void)
+{
+    char keyopts[64] = "x";
+    size_t cb = 0;
+    at_search_result res;
+    CHECK_EQ_INT(open_op("gemv_add", "search/gemv.lua", "3x1096x1000", 0.0, &res, keyopts, sizeof keyopts, &cb),
+                 AT_OK);
+    CHECK(keyopts[0] == '\0');
+    CHECK_EQ_INT(cb, 1096 * 1000 * 2);
+    CHECK_EQ_INT(res.nbaselines, 2);
+    CHECK(strcmp(res.baselines[0].strategy, "cublas") == 0);
+    CHECK(strcmp(res.baselines[0].label, "unfused") == 0);
+    CHECK_STR_HAS(res.baselines[0].what, "norm_add");
+    CHECK(strcmp(res.baselines[1].strategy, "cublas_beta1") == 0);
+    CHECK_STR_HAS(res.baselines[1].what, "beta = 1");
+    CHECK_EQ_INT(open_op_as("gemv_add", "gemv", "search/gemv.lua", "1x2048x2048", 0.0, &res, keyopts, sizeof keyopts,
+                            &cb),
+                 AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "no TP_ADD=1");
 }
 
 static char *slurp_text(const char *path)
@@ -308,6 +346,7 @@ static void report_shows_both_baselines(void)
     at_search_opts og = {.op = "gemv", .dtype = AT_BF16};
     CHECK_EQ_INT(at_shape_parse("1x2048x2048", 3, &og.shape), AT_OK);
     r.nbaselines = 1;
+    snprintf(r.key.op, sizeof r.key.op, "gemv");
     snprintf(r.baselines[0].strategy, sizeof r.baselines[0].strategy, "cublas");
     snprintf(r.baselines[0].label, sizeof r.baselines[0].label, "cuBLAS");
     snprintf(r.baselines[0].what, sizeof r.baselines[0].what, "cublasGemmEx (fp32 compute)");
@@ -333,6 +372,7 @@ int main(void)
     TT_RUN(table_lists_every_op);
     TT_RUN(norm_open_names_baselines_and_sizes);
     TT_RUN(gemv_open_keeps_the_key_and_cublas);
+    TT_RUN(gemv_add_open_names_both_baselines);
     TT_RUN(fp32_weights_change_the_key);
     TT_RUN(report_shows_both_baselines);
     return TT_DONE();

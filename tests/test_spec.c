@@ -7,6 +7,7 @@
 #include "tinytest.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #define GOOD "tests/fixtures/spec_good.lua"
 
@@ -966,6 +967,66 @@ static void test_allow_spills_field(void)
     CHECK_STR_HAS(at_errmsg(), "fixture: allow_spills must be true or false");
 }
 
+/* search/gemv.lua serves gemv and gemv_add: the loader hands it the op;
+** gemv_add's candidates are gemv's with TP_ADD=1 appended (gemv's keep
+** their parameter strings), its bytes count the residual read and write,
+** another op is refused by name, and the default path maps gemv_add to
+** gemv.lua. */
+static void test_gemv_spec_serves_gemv_add(void)
+{
+    char path[256];
+    at_spec_default_path("/h", "gemv_add", path, sizeof path);
+    CHECK(strcmp(path, "/h/search/gemv.lua") == 0);
+    at_spec_default_path("/h", "gemv", path, sizeof path);
+    CHECK(strcmp(path, "/h/search/gemv.lua") == 0);
+    at_spec_default_path("/h", "rmsnorm", path, sizeof path);
+    CHECK(strcmp(path, "/h/search/rmsnorm.lua") == 0);
+
+    static const char *const shapes[] = {"1x2048x2048", "4x2048x2048"};
+    for (int i = 0; i < 2; i++) {
+        at_spec *g = NULL, *a = NULL;
+        at_candidate *cg = NULL, *ca = NULL;
+        int ng = 0, na = 0;
+        at_problem pb = {.op = "gemv", .dtype = AT_BF16, .arch = 90, .sms = 132};
+        CHECK_EQ_INT(at_shape_parse(shapes[i], 3, &pb.shape), AT_OK);
+        CHECK_EQ_INT(at_spec_load_op("search/gemv.lua", "gemv", &g), AT_OK);
+        CHECK_EQ_INT(at_spec_load_op("search/gemv.lua", "gemv_add", &a), AT_OK);
+        if (!g || !a)
+            return;
+        CHECK(strcmp(at_spec_op(g), "gemv") == 0);
+        CHECK(strcmp(at_spec_op(a), "gemv_add") == 0);
+        CHECK_EQ_INT(at_spec_expand(g, &pb, &cg, &ng), AT_OK);
+        pb.op = "gemv_add";
+        CHECK_EQ_INT(at_spec_expand(a, &pb, &ca, &na), AT_OK);
+        CHECK(ng > 0);
+        CHECK_EQ_INT(na, ng);
+        int live = 0;
+        for (int k = 0; k < ng && k < na; k++) {
+            char pg[256], pa[256], want[300];
+            at_candidate_params_string(&cg[k], pg, sizeof pg);
+            at_candidate_params_string(&ca[k], pa, sizeof pa);
+            snprintf(want, sizeof want, "%s TP_ADD=1", pg);
+            CHECK(strcmp(pa, want) == 0);
+            CHECK_EQ_INT((int)at_candidate_param(&cg[k], "TP_ADD", -1), -1);
+            CHECK(strcmp(cg[k].pruned_by, ca[k].pruned_by) == 0);
+            live += !ca[k].pruned_by[0];
+        }
+        CHECK(live > 0);
+        double bg = 0, ba = 0;
+        CHECK_EQ_INT(at_spec_bytes(g, &pb, &bg), AT_OK);
+        CHECK_EQ_INT(at_spec_bytes(a, &pb, &ba), AT_OK);
+        CHECK(ba == bg + 2.0 * (double)(pb.shape.M * 2048));
+        free(cg);
+        free(ca);
+        at_spec_free(g);
+        at_spec_free(a);
+    }
+    at_spec *bad = NULL;
+    CHECK_EQ_INT(at_spec_load_op("search/gemv.lua", "gemv_mul", &bad), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "not gemv_mul");
+    CHECK(bad == NULL);
+}
+
 int main(void)
 {
     TT_RUN(test_good_fixture_loads_with_names);
@@ -1005,5 +1066,6 @@ int main(void)
     TT_RUN(test_error_objects_and_long_texts);
     TT_RUN(test_search_strategy_field);
     TT_RUN(test_allow_spills_field);
+    TT_RUN(test_gemv_spec_serves_gemv_add);
     return TT_DONE();
 }

@@ -62,7 +62,7 @@ int at_spec_load(const char *path, at_spec **out);
 ** serve several ops. */
 int at_spec_load_op(const char *path, const char *op, at_spec **out);
 /* The spec of op under home: <home>/search/<op>.lua, or the file its family
-** shares (the four norms: search/norm.lua). */
+** shares (gemv_add: search/gemv.lua; the four norms: search/norm.lua). */
 void at_spec_default_path(const char *home, const char *op, char *buf, size_t len);
 /* Same, from a string; `chunkname` is used in messages (e.g. "fixture"). */
 int at_spec_load_string(const char *source, const char *chunkname, at_spec **out);

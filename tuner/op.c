@@ -8,7 +8,8 @@
 #include <string.h>
 
 static const at_op *const table[] = {&at_op_gemv,          &at_op_rmsnorm,           &at_op_add_rmsnorm,
-                                     &at_op_gemma_rmsnorm, &at_op_add_gemma_rmsnorm, NULL};
+                                     &at_op_gemma_rmsnorm, &at_op_add_gemma_rmsnorm, &at_op_gemv_add,
+                                     NULL};
 
 const at_op *at_op_find(const char *name)
 {

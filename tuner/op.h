@@ -100,7 +100,7 @@ const at_op *at_op_find(const char *name);
 const at_op *at_op_at(int i);
 
 /* The ops (op_gemv.c, op_norm.c). */
-extern const at_op at_op_gemv;
+extern const at_op at_op_gemv, at_op_gemv_add;
 extern const at_op at_op_rmsnorm, at_op_add_rmsnorm, at_op_gemma_rmsnorm, at_op_add_gemma_rmsnorm;
 
 /* Shared by the ops: one kernel launch on g->stream (PDL when asked). */

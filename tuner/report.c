@@ -229,7 +229,7 @@ void at_report_text(FILE *f, const at_search_opts *o, const at_search_result *r,
         return;
     }
     int full = r->full_reps > 0 ? r->full_reps : r->reps, fin = r->final_reps > 0 ? r->final_reps : 3 * r->reps;
-    if (r->nbaselines > 1) /* the norms: every input rotated, two baselines */
+    if (strstr(r->key.op, "norm")) /* the norms: every input rotated, two baselines */
         fprintf(f, "timing  cold inputs (%d copies of x%s, w, y: %.0f MiB; %d graph%s of %d launches), graph "
                    "replay, median of up to %d (top %d: median of %d); eps %.7g%s\n",
                 r->copies, strstr(r->key.op, "add_") ? ", residual" : "", r->working_set_mib, r->groups,
@@ -237,8 +237,9 @@ void at_report_text(FILE *f, const at_search_opts *o, const at_search_result *r,
                 strstr(r->key.op, "add_") ? "; residual updated in place while timed" : "");
     else
         fprintf(f, "timing  cold weights (%d copies, %.0f MiB), graph replay of %d launches (screening: %d), "
-                   "median of up to %d (top %d: median of %d)\n",
-                r->copies, r->working_set_mib, r->launches, r->screen_launches, full, r->nfinal, fin);
+                   "median of up to %d (top %d: median of %d)%s\n",
+                r->copies, r->working_set_mib, r->launches, r->screen_launches, full, r->nfinal, fin,
+                strcmp(r->key.op, "gemv_add") == 0 ? "; residual updated in place while timed" : "");
     char vs[32];
     snprintf(vs, sizeof vs, "vs %s", base_desc(r, 0)->label);
     fprintf(f, "  %-4s  %-9s %-52s %8s %13s %4s %7s %6s %6s %9s", "rank", "strategy", "params", "us",
@@ -416,9 +417,12 @@ void at_report_json(FILE *f, const at_search_opts *o, const at_search_result *r,
     jstr(f, base_desc(r, 0)->json_name);
     fprintf(f, ",\"us\":%.4f,\"us_min\":%.4f,\"us_max\":%.4f,\"stream_us\":%.4f}", r->base_us, r->base_min,
             r->base_max, r->base_stream_us);
-    if (r->nbaselines > 1) { /* the norms: every baseline, and eps */
-        jnum(f, "eps", "%.7g", r->eps); /* a float: 7 digits say it */
-        fprintf(f, ",\"groups\":%d,\"baselines\":[", r->groups);
+    if (r->nbaselines > 1) { /* the norms and gemv_add: every baseline (the norms: and eps) */
+        if (strstr(r->key.op, "norm")) {
+            jnum(f, "eps", "%.7g", r->eps); /* a float: 7 digits say it */
+            fprintf(f, ",\"groups\":%d", r->groups);
+        }
+        fputs(",\"baselines\":[", f);
         for (int b = 0; b < r->nbaselines; b++) {
             const at_search_baseline *d = &r->baselines[b];
             fputs(b ? ",{\"name\":" : "{\"name\":", f);

@@ -852,6 +852,7 @@ int at_spec_expand(at_spec *spec, const at_problem *pb, at_candidate **out, int 
 static const struct {
     const char *op, *file;
 } SPEC_FILES[] = {
+    {"gemv_add", "gemv"}, /* the GEMV space with TP_ADD=1 */
     {"rmsnorm", "norm"},
     {"add_rmsnorm", "norm"},
     {"gemma_rmsnorm", "norm"},

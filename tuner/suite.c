@@ -25,6 +25,7 @@ static const struct {
     int rank;
 } ops[] = {
     {"gemv", 3}, {"rmsnorm", 2}, {"add_rmsnorm", 2}, {"gemma_rmsnorm", 2}, {"add_gemma_rmsnorm", 2},
+    {"gemv_add", 3},
 };
 
 int at_suite_op_rank(const char *op)

@@ -104,6 +104,15 @@ int at_ref_gemv(at_dtype dtype, int64_t M, int64_t K, int64_t N, const uint16_t 
     return rc;
 }
 
+void at_ref_add(at_dtype dtype, size_t n, const uint16_t *residual, double *ref)
+{
+    for (size_t i = 0; i < n; i++) {
+        float dot = at_half_to_f32(dtype, at_f32_to_half(dtype, (float)ref[i]));
+        float sum = at_half_to_f32(dtype, residual[i]) + dot; /* the fp32 add of the add kernel */
+        ref[i] = (double)at_half_to_f32(dtype, at_f32_to_half(dtype, sum));
+    }
+}
+
 double at_rel_err(at_dtype dtype, const uint16_t *y, const double *ref, size_t n, size_t *nonfinite)
 {
     double num = 0.0, den = 0.0;

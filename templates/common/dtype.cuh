@@ -3,6 +3,9 @@
 ** Self-contained (no CUDA headers), so NVRTC needs no include path and every
 ** template compiles alone under nvcc. TP_DTYPE: 1 = bf16 (default), 2 = fp16.
 ** Elements travel as raw uint16 bits; all arithmetic is fp32.
+** TP_ADD (the GEMV templates' epilogue, AT_STORE_OUT): 0 (default) stores
+** y = rne(acc); 1 stores y = rne(y + rne(acc)), the residual add of the
+** gemv_add op, rounded exactly as the unfused GEMV followed by an add kernel.
 */
 #ifndef AT_COMMON_DTYPE_CUH
 #define AT_COMMON_DTYPE_CUH
@@ -48,6 +51,21 @@ __device__ __forceinline__ at_elem at_from_float(float f)
 #endif
     return h;
 }
+
+#ifndef TP_ADD
+#define TP_ADD 0
+#endif
+
+/* Stores one output (dst, an lvalue element of y) from its fp32 sum acc.
+** With TP_ADD=1, dst is the residual: it is read where it is written, so
+** each output must be stored by exactly one thread (every GEMV template
+** stores each output once). A macro, so that with TP_ADD=0 the code is the
+** plain store, byte for byte the PTX it was before TP_ADD existed. */
+#if TP_ADD
+#define AT_STORE_OUT(dst, acc) ((dst) = at_from_float(at_to_float(dst) + at_to_float(at_from_float(acc))))
+#else
+#define AT_STORE_OUT(dst, acc) ((dst) = at_from_float(acc))
+#endif
 
 /* Sum over a warp; every lane gets the total. */
 __device__ __forceinline__ float at_warp_sum(float v)

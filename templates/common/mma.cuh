@@ -220,7 +220,7 @@ __device__ __forceinline__ void at_mma_store(at_elem *y, const float (&acc)[MT][
                 const long long n = row0 + mt * 16 + g + (i >> 1) * 8;
                 const int tok = tok0 + nt * 8 + 2 * t + (i & 1);
                 if (n < N && tok < M)
-                    y[(long long)tok * N + n] = at_from_float(acc[mt][nt][i]);
+                    AT_STORE_OUT(y[(long long)tok * N + n], acc[mt][nt][i]);
             }
 }
 

@@ -48,6 +48,8 @@
 **              (cp.async, TP_XK elements per token at most) and reads each
 **              fragment there just before its mma, so no activation is
 **              held in flight in registers (with TP_STAGES=1 only)
+**   TP_ADD     0: y = the sums; 1: y += the sums in place, rounded as
+**              the unfused GEMV + add (the gemv_add op; common/dtype.cuh)
 **   TP_DTYPE   1 bf16, 2 fp16
 **
 ** Standalone: nvcc -arch=sm_80 -cubin -I templates templates/gemv/gemv_mma.cu

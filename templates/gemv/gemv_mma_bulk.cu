@@ -29,6 +29,8 @@
 **   TP_KSPLIT  blocks per cluster splitting K: 1, 2, 4, 8
 **   TP_CACHE   weight cache hint: 0 default, 2 L2 evict_first
 **   TP_PDL     1: programmatic dependent launch
+**   TP_ADD     0: y = the sums; 1: y += the sums in place, rounded as
+**              the unfused GEMV + add (the gemv_add op; common/dtype.cuh)
 **   TP_DTYPE   1 bf16, 2 fp16
 ** (TP_VEC is 8: every fragment is one 16-byte read.)
 **

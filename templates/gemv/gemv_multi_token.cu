@@ -21,6 +21,8 @@
 **   TP_CACHE   weight cache hint: 0 default, 1 streaming, 2 L2 evict_first
 **   TP_PDL     1: programmatic dependent launch (sm_90+); the first weight
 **              chunk is loaded before waiting on the previous kernel
+**   TP_ADD     0: y = the sums; 1: y += the sums in place, rounded as
+**              the unfused GEMV + add (the gemv_add op; common/dtype.cuh)
 **   TP_DTYPE   1 bf16, 2 fp16
 **
 ** Standalone: nvcc -arch=sm_90 -cubin -I templates templates/gemv/gemv_multi_token.cu
@@ -141,7 +143,7 @@ gemv_multi_token(const at_elem *__restrict__ x, const at_elem *__restrict__ W, a
         for (int r = 0; r < TP_ROWS; r++) {
             float s = at_warp_sum(acc[j][r]);
             if (live && lane == (j * TP_ROWS + r) % 32 && row0 + r < N && tok0 + j < M)
-                y[(long long)(tok0 + j) * N + row0 + r] = at_from_float(s);
+                AT_STORE_OUT(y[(long long)(tok0 + j) * N + row0 + r], s);
         }
 #else
 #pragma unroll
@@ -162,7 +164,7 @@ gemv_multi_token(const at_elem *__restrict__ x, const at_elem *__restrict__ W, a
         for (int w = 0; w < TP_WPR; w++)
             s += part[gi][i % SUMS][w];
         if (row < N && tok0 + j < M)
-            y[(long long)(tok0 + j) * N + row] = at_from_float(s);
+            AT_STORE_OUT(y[(long long)(tok0 + j) * N + row], s);
     }
 #endif
 }

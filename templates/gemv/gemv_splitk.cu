@@ -16,6 +16,8 @@
 **   TP_CACHE   weight cache hint: 0 default, 1 streaming, 2 L2 evict_first
 **   TP_PDL     1: programmatic dependent launch (sm_90+); the first weight
 **              chunk is loaded before waiting on the previous kernel
+**   TP_ADD     0: y = the sums; 1: y += the sums in place, rounded as
+**              the unfused GEMV + add (the gemv_add op; common/dtype.cuh)
 **   TP_DTYPE   1 bf16, 2 fp16
 **
 ** Standalone: nvcc -arch=sm_90 -cubin -I templates templates/gemv/gemv_splitk.cu
@@ -118,6 +120,6 @@ gemv_splitk(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
         for (int i = 0; i < TP_WPR; i++)
             s += part[g][r][i];
         if (row < N)
-            y[(long long)blockIdx.y * N + row] = at_from_float(s);
+            AT_STORE_OUT(y[(long long)blockIdx.y * N + row], s);
     }
 }

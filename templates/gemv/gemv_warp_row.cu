@@ -12,6 +12,8 @@
 **   TP_CACHE   weight cache hint: 0 default, 1 streaming, 2 L2 evict_first
 **   TP_PDL     1: programmatic dependent launch (sm_90+); the first weight
 **              chunk is loaded before waiting on the previous kernel
+**   TP_ADD     0: y = the sums; 1: y += the sums in place, rounded as
+**              the unfused GEMV + add (the gemv_add op; common/dtype.cuh)
 **   TP_DTYPE   1 bf16, 2 fp16
 **
 ** Standalone: nvcc -arch=sm_90 -cubin -I templates templates/gemv/gemv_warp_row.cu
@@ -91,6 +93,6 @@ gemv_warp_row(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
     for (int r = 0; r < TP_ROWS; r++) {
         float s = at_warp_sum(acc[r]);
         if (lane == r % 32 && row0 + r < N)
-            y[(long long)blockIdx.y * N + row0 + r] = at_from_float(s);
+            AT_STORE_OUT(y[(long long)blockIdx.y * N + row0 + r], s);
     }
 }
