@@ -42,6 +42,8 @@ static int gpu_present(void)
 /* TT_RUN in a child: exit 0 passed, 1 failed, 2 skipped. */
 #define TT_RUN_ISOLATED(fn)                                                                                  \
     do {                                                                                                     \
+        if (!tt_selected(#fn))                                                                               \
+            break;                                                                                           \
         fflush(NULL);                                                                                        \
         pid_t pid = fork();                                                                                  \
         if (pid == 0) {                                                                                      \

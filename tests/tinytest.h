@@ -4,6 +4,8 @@
 ** calls TT_RUN(fn) for each test and returns TT_DONE(), which prints the
 ** line "N passed, N failed" (", N skipped" when any) that ctest and CI read.
 ** TT_SKIP("why") inside a test marks it skipped (visibly) and returns.
+** TT_ONLY="name1 name2" in the environment runs only the tests named (the
+** others are listed as skipped), to spend a lent GPU's minutes on a few.
 */
 #ifndef TINYTEST_H
 #define TINYTEST_H
@@ -27,6 +29,22 @@ __attribute__((constructor)) static void tt_chdir_source(void)
 #endif
 
 static int tt_passed, tt_failed, tt_skipped, tt_cur_failed, tt_cur_skipped;
+
+#include <stdlib.h>
+/* 1 when TT_ONLY is unset or names `name` (space-separated words). */
+static int tt_selected(const char *name)
+{
+    const char *only = getenv("TT_ONLY");
+    size_t n = strlen(name);
+    if (!only || !*only)
+        return 1;
+    for (const char *p = strstr(only, name); p; p = strstr(p + 1, name))
+        if ((p == only || p[-1] == ' ') && (p[n] == '\0' || p[n] == ' '))
+            return 1;
+    printf("  SKIP %s: not in TT_ONLY\n", name);
+    tt_skipped++;
+    return 0;
+}
 
 #define CHECK(cond)                                                        \
     do {                                                                   \
@@ -66,6 +84,8 @@ static int tt_passed, tt_failed, tt_skipped, tt_cur_failed, tt_cur_skipped;
 
 #define TT_RUN(fn)                                                         \
     do {                                                                   \
+        if (!tt_selected(#fn))                                             \
+            break;                                                         \
         tt_cur_failed = 0;                                                 \
         tt_cur_skipped = 0;                                                \
         fn();                                                              \

@@ -34,8 +34,9 @@ OP_RMSNORM = 1
 OP_ADD_RMSNORM = 2
 OP_GEMMA_RMSNORM = 3
 OP_ADD_GEMMA_RMSNORM = 4
-NOPS = 5
-OP_NAMES = ("gemv", "rmsnorm", "add_rmsnorm", "gemma_rmsnorm", "add_gemma_rmsnorm")
+OP_GEMV_ADD = 5
+NOPS = 6
+OP_NAMES = ("gemv", "rmsnorm", "add_rmsnorm", "gemma_rmsnorm", "add_gemma_rmsnorm", "gemv_add")
 
 # enum atk_path
 PATH_TUNED = 1
@@ -115,6 +116,7 @@ _SIGNATURES = {
     "atk_open_dry": (_i, [_cp, _vp, ctypes.POINTER(GpuId), _u, ctypes.POINTER(_vp)]),
     "atk_close": (None, [_vp]),
     "atk_gemv": (_i, [_vp, _vp, _i, _i64, _i64, _i64, _vp, _vp, _vp]),
+    "atk_gemv_add": (_i, [_vp, _vp, _i, _i64, _i64, _i64, _vp, _vp, _vp]),
     "atk_rmsnorm": (_i, [_vp, _vp, _i, _i64, _i64, _vp, _vp, _vp, _f]),
     "atk_add_rmsnorm": (_i, [_vp, _vp, _i, _i64, _i64, _vp, _vp, _vp, _vp, _f]),
     "atk_gemma_rmsnorm": (_i, [_vp, _vp, _i, _i64, _i64, _vp, _vp, _vp, _f]),

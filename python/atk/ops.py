@@ -24,6 +24,7 @@ _SCHEMAS = {
     "gemma_rmsnorm": "gemma_rmsnorm(Tensor x, Tensor w, float eps, int table) -> Tensor",
     "add_rmsnorm": "add_rmsnorm(Tensor x, Tensor(a!) residual, Tensor w, float eps, int table) -> Tensor",
     "add_gemma_rmsnorm": "add_gemma_rmsnorm(Tensor x, Tensor(a!) residual, Tensor w, float eps, int table) -> Tensor",
+    "gemv_add": "gemv_add(Tensor x, Tensor W, Tensor(a!) residual, int table) -> ()",
 }
 
 _lib = torch.library.Library("atk", "DEF")
@@ -53,7 +54,11 @@ def _add_gemma_rmsnorm(x, residual, w, eps, table):
     return lookup(table).add_gemma_rmsnorm(x, residual, w, eps)
 
 
-for _name, _fn in (("gemv", _gemv), ("rmsnorm", _rmsnorm), ("gemma_rmsnorm", _gemma_rmsnorm),
+def _gemv_add(x, W, residual, table):
+    lookup(table).gemv_add(x, W, residual)
+
+
+for _name, _fn in (("gemv", _gemv), ("gemv_add", _gemv_add), ("rmsnorm", _rmsnorm), ("gemma_rmsnorm", _gemma_rmsnorm),
                    ("add_rmsnorm", _add_rmsnorm), ("add_gemma_rmsnorm", _add_gemma_rmsnorm)):
     for _key in ("CUDA", "CPU"):
         _lib.impl(_name, _fn, _key)
@@ -88,7 +93,14 @@ def _add_gemma_rmsnorm_fake(x, residual, w, eps, table):
     return torch.empty_like(x)
 
 
+@_register_fake("atk::gemv_add")
+def _gemv_add_fake(x, W, residual, table):
+    torch._check(x.shape[-1] == W.shape[1], lambda: "atk.gemv_add: x's K must equal W's K")
+    return None
+
+
 gemv = torch.ops.atk.gemv
+gemv_add = torch.ops.atk.gemv_add
 rmsnorm = torch.ops.atk.rmsnorm
 gemma_rmsnorm = torch.ops.atk.gemma_rmsnorm
 add_rmsnorm = torch.ops.atk.add_rmsnorm

@@ -114,6 +114,7 @@ class Table:
         self._lib = lib
         # the launch path: bound once, so a call does no attribute lookups
         self._f_gemv = lib.atk_gemv
+        self._f_gemv_add = lib.atk_gemv_add
         self._f_norm = (None, lib.atk_rmsnorm, lib.atk_add_rmsnorm, lib.atk_gemma_rmsnorm, lib.atk_add_gemma_rmsnorm)
         self._serves = {}  # (op, dtype, M, K, N) -> bool; the context is immutable
         with _registry_lock:
@@ -330,6 +331,32 @@ class Table:
         if rc:
             raise self._fail(rc)
         return y
+
+    def gemv_add(self, x, W, residual):
+        """residual += x . W^T in place, rounded as the unfused GEMV then add:
+        rne(residual + rne(x . W^T)). x [..., K], W [N, K], residual [..., N]
+        (the o_proj / down_proj of a layer adding into the residual stream).
+        Returns residual."""
+        ctx = self._c()
+        dt = self._tensor("gemv_add", "x", x)
+        if self._tensor("gemv_add", "W", W, 2) != dt:
+            raise TypeError(f"atk.gemv_add: W is {W.dtype}, x is {x.dtype}: they must match")
+        N, K = W.shape
+        if x.shape[-1] != K:
+            raise ValueError(f"atk.gemv_add: x has K={x.shape[-1]} columns, W [N={N}, K={K}] needs K={K}")
+        M = x.numel() // K if K else 0
+        if M == 0 or N == 0:
+            raise ValueError(f"atk.gemv_add: empty problem (M={M}, K={K}, N={N})")
+        if self._tensor("gemv_add", "residual", residual) != dt:
+            raise TypeError(f"atk.gemv_add: residual is {residual.dtype}, x is {x.dtype}: they must match")
+        shape = tuple(x.shape[:-1]) + (N,)
+        if tuple(residual.shape) != shape:
+            raise ValueError(f"atk.gemv_add: residual must have shape {shape} (got {tuple(residual.shape)})")
+        stream = self._device("gemv_add", ("x", "W", "residual"), (x, W, residual))
+        rc = self._f_gemv_add(ctx, stream, dt, M, K, N, x.data_ptr(), W.data_ptr(), residual.data_ptr())
+        if rc:
+            raise self._fail(rc)
+        return residual
 
     def _norm(self, op, opname, x, residual, w, eps, out):
         dev = self.device

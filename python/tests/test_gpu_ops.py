@@ -228,3 +228,35 @@ def test_torch_compile_fullgraph(gpu_table):
     torch.cuda.synchronize()
     assert torch.equal(r, r_e), "the compiled graph must keep the residual write-back"
     assert rel_err(got, want.float()) <= TOL[BF]
+
+
+def gemv_add_tables(gpu_table):
+    """The shipped table (no gemv_add entries: the cuBLAS beta=1 fallback)
+    and, when ATK_TEST_GEMV_ADD_DB names a cache with gemv_add tuned on this
+    GPU, that one too."""
+    import os
+    yield gpu_table
+    path = os.environ.get("ATK_TEST_GEMV_ADD_DB")
+    if path:
+        with atk.open(path) as t:
+            yield t
+
+
+@pytest.mark.parametrize("M,K,N", [(1, 2048, 2048), (3, 2048, 2048), (1, 6144, 2048), (16, 6144, 2048)])
+def test_gemv_add(gpu_table, M, K, N):
+    for t in gemv_add_tables(gpu_table):
+        c = t.explain("gemv_add", BF, M, K, N)
+        x, W = gemv_inputs(M, K, N, BF, seed=2)
+        r0 = torch.randn(M, N, dtype=BF, device="cuda")
+        ref = (r0.float() + (x.float() @ W.float().t()).to(BF).float())  # rne(r + rne(x . W^T)) before rounding
+        for via in ("table", "op"):
+            r = r0.clone()
+            t.reset_stats()
+            if via == "table":
+                assert t.gemv_add(x, W, r) is r
+            else:
+                assert torch.ops.atk.gemv_add(x, W, r, t.handle) is None
+            torch.cuda.synchronize()
+            err = rel_err(r, ref)
+            assert err <= TOL[BF], f"gemv_add {M}x{K}x{N} ({c.path} {c.strategy}, {via}): rel. error {err:.3g}"
+            assert t.stats()["gemv_add"][c.path] == 1

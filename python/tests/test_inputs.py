@@ -181,3 +181,20 @@ def test_fast_path_still_rejects_bad_input(as_real):
     with pytest.raises(ValueError, match=r"x must be a CUDA tensor \(got meta\)"):
         t._gemv_checked(meta(1, 2048), meta(2048, 2048), None)
     assert all(d["calls"] == 0 for d in t.stats().values())
+
+
+def test_gemv_add_checks_and_counts(dry):
+    x = torch.empty(3, 2048, dtype=BF, device="meta")
+    W = torch.empty(2048, 2048, dtype=BF, device="meta")
+    r = torch.empty(3, 2048, dtype=BF, device="meta")
+    assert dry.gemv_add(x, W, r) is r
+    assert dry.stats()["gemv_add"]["calls"] == 1
+    with pytest.raises(ValueError, match="residual must have shape"):
+        dry.gemv_add(x, W, torch.empty(3, 1024, dtype=BF, device="meta"))
+    with pytest.raises(TypeError, match="residual is torch.float16"):
+        dry.gemv_add(x, W, torch.empty(3, 2048, dtype=torch.float16, device="meta"))
+    with pytest.raises(ValueError, match="K=2048"):
+        dry.gemv_add(torch.empty(3, 1024, dtype=BF, device="meta"), W, r)
+    with pytest.raises(ValueError, match="CUDA tensor"):
+        dry.gemv_add(torch.empty(3, 2048, dtype=BF), torch.empty(2048, 2048, dtype=BF), torch.empty(3, 2048, dtype=BF))
+    assert dry.stats()["gemv_add"]["calls"] == 1

@@ -9,7 +9,7 @@ import atk
 import atk.ops  # noqa: F401
 
 BF = torch.bfloat16
-OPS = ("gemv", "rmsnorm", "gemma_rmsnorm", "add_rmsnorm", "add_gemma_rmsnorm")
+OPS = ("gemv", "rmsnorm", "gemma_rmsnorm", "add_rmsnorm", "add_gemma_rmsnorm")  # the ops returning a Tensor
 
 
 def meta(*shape, dtype=BF):
@@ -23,6 +23,15 @@ def test_schemas():
         writes = [a.name for a in s.arguments if a.alias_info is not None and a.alias_info.is_write]
         assert writes == (["residual"] if name.startswith("add_") else []), name
         assert len(s.returns) == 1
+
+
+def test_gemv_add_schema_writes_residual_returns_nothing():
+    s = torch.ops.atk.gemv_add.default._schema
+    writes = [a.name for a in s.arguments if a.alias_info is not None and a.alias_info.is_write]
+    assert writes == ["residual"] and len(s.returns) == 0
+    assert torch.ops.atk.gemv_add(meta(3, 64), meta(7, 64), meta(3, 7), 0) is None  # the fake kernel
+    with pytest.raises(Exception, match="K must equal"):
+        torch.ops.atk.gemv_add(meta(3, 32), meta(7, 64), meta(3, 7), 0)
 
 
 def test_fake_gemv_on_meta():
