@@ -151,12 +151,14 @@ def _norm_forward(mod, t, orig, kind):
 
     def forward(x, *args, **kwargs):
         w = mod.weight
+        # len() rather than `not args`: dynamo does not trace operator.not_ on a tuple
+        nargs, nkw = len(args), len(kwargs)
         residual = None
-        if len(args) == 1 and not kwargs:
+        if nargs == 1 and nkw == 0:
             residual = args[0]
-        elif not args and list(kwargs) == ["residual"]:
+        elif nargs == 0 and nkw == 1 and "residual" in kwargs:
             residual = kwargs["residual"]
-        plain_call = not args and not kwargs
+        plain_call = nargs == 0 and nkw == 0
         if (plain_call or isinstance(residual, torch.Tensor)) and w is not None and x.dtype in _HALF and \
                 x.dtype == w.dtype and x.dim() >= 1 and w.dim() == 1 and x.shape[-1] == w.shape[0] and \
                 _on_table(t, x):

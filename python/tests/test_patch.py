@@ -222,3 +222,12 @@ def test_residual_form_on_cpu_is_the_modules_own(dry):
             got_y, got_r2 = m(x, got_r)
     assert got_r2 is got_r and torch.equal(got_r, want_r) and torch.equal(got_y, want_y)
     assert all(d["calls"] == 0 for d in dry.stats().values())
+
+
+def test_compile_fullgraph_of_the_residual_form(dry):
+    m = AddGemmaRMSNorm(2048).to(dtype=BF, device="meta")
+    x = torch.empty(1, 2048, dtype=BF, device="meta")
+    r = torch.empty(1, 2048, dtype=BF, device="meta")
+    with atk.patch(m, dry), torch.no_grad():
+        y, r2 = torch.compile(m, fullgraph=True, backend="aot_eager")(x, r)
+    assert y.shape == x.shape and r2.shape == r.shape
