@@ -14,7 +14,8 @@
 
 static const char usage_text[] =
     "usage: decode [--batch B|B1,B2,...] [--trace M1,M2,...] [--steps N] [--json FILE|-]\n"
-    "              [--db FILE] [--templates DIR] [--device N] [--ops|--no-ops] [--help]\n"
+    "              [--db FILE] [--templates DIR] [--device N] [--ops|--no-ops] [--no-standins]\n"
+    "              [--help]\n"
     "  --batch LIST   batch sizes B (1..64): B tokens per step through every GEMV and\n"
     "                 norm; tokens/s of the three modes per B (default 1)\n"
     "  --trace LIST   a sequence of batch sizes M (1..64, repeats allowed, at most 4096):\n"
@@ -29,6 +30,9 @@ static const char usage_text[] =
     "  --device N     CUDA device ordinal (default 0)\n"
     "  --ops          the per-op breakdown at every batch size (default: only when\n"
     "                 a single batch size and no trace is run); --no-ops: never\n"
+    "  --no-standins  time the step without the attention and recurrence stand-ins\n"
+    "                 and SiLU*mul (they still run in the warm-up step): the GEMVs\n"
+    "                 and norms alone, to compare with another engine's stand-ins\n"
     "  --help         this text\n";
 
 const char *decode_args_usage(void)
@@ -119,6 +123,10 @@ int decode_args_parse(int argc, char **argv, decode_args *a, char *err, size_t e
             return DECODE_ARGS_HELP;
         if (!strcmp(f, "--ops") || !strcmp(f, "--no-ops")) {
             a->ops = f[2] == 'o';
+            continue;
+        }
+        if (!strcmp(f, "--no-standins")) {
+            a->no_standins = 1;
             continue;
         }
         static const char *const with_value[] = {"--db",    "--templates", "--steps", "--device",

@@ -35,6 +35,8 @@ typedef struct decode_args {
     int nbatch;                  /* 0 only when a trace is given alone */
     int trace[DECODE_MAX_TRACE]; /* --trace M1,M2,...; repeats allowed */
     int ntrace;
+    int no_standins;             /* --no-standins: the timed step leaves out the
+                                    attention and recurrence stand-ins and SiLU*mul */
 } decode_args;
 
 /* Parses argv[1..argc-1] into *a (every field set, defaults first).

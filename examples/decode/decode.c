@@ -144,13 +144,16 @@ static int time_modes(model *m, CUgraphExec *const graphs[4], const int *order, 
 ** it picks for a shape on first use, which must not happen inside a
 ** capture; atk's kernels are loaded at atk_open), then the capture; for
 ** mode 3, atk's counters over the capture alone: one step's calls. */
+/* The ops of the timed step: all, or without the stand-ins (--no-standins). */
+static unsigned step_mask = ALL_OPS;
+
 static int prepare(model *m, enum mode mode, int M, CUgraphExec *exec, paths p[ATK_NOPS])
 {
     if (model_step(m, mode, ALL_OPS, M) || cu_check(cuStreamSynchronize(m->stream), "warm-up step"))
         return 1;
     if (mode == MODE_ATK)
         atk_stats_reset(m->atk);
-    if (capture(m, mode, ALL_OPS, M, exec))
+    if (capture(m, mode, step_mask, M, exec))
         return 1;
     if (mode == MODE_ATK && p)
         for (int op = 0; op < ATK_NOPS; op++) {
@@ -492,6 +495,8 @@ int main(int argc, char **argv)
     const char *templates, *db;
     int rc = 1, have_atk = 0, major = 0, minor = 0, max_batch = 0, all_fallback = 0;
     int st = decode_args_parse(argc, argv, &a, err, sizeof err);
+    if (a.no_standins)
+        step_mask = ALL_OPS & ~((1u << K_ATTN) | (1u << K_LINEAR) | (1u << K_SILU_MUL));
     if (st == DECODE_ARGS_HELP) {
         fputs(decode_args_usage(), stdout);
         return 0;
@@ -619,9 +624,9 @@ int main(int argc, char **argv)
 
     /* the text report */
     if (a.nbatch) {
-        fprintf(out, "\nper batch size B (B tokens per step; graph replay of one step, median of %d rounds of %d "
+        fprintf(out, "\nper batch size B (B tokens per step; graph replay of one step%s, median of %d rounds of %d "
                      "steps, modes interleaved)\n",
-                ROUNDS, a.steps);
+                a.no_standins ? " WITHOUT the stand-ins and SiLU*mul" : "", ROUNDS, a.steps);
         fprintf(out, "  %4s %11s %11s %11s %12s %12s %12s %8s   %s\n", "B", "(1) us/step", "(2) us/step", "(3) us/step",
                 "(1) tok/s", "(2) tok/s", "(3) tok/s", "(3)/(2)", "atk paths tuned/bucket/inferred/fallback");
         for (int i = 0; i < a.nbatch; i++) {

@@ -157,6 +157,10 @@ static void misc_values(void)
     CHECK_EQ_INT(A.ops, 1);
     CHECK_EQ_INT(parse("--ops", "--no-ops", NULL), DECODE_ARGS_OK);
     CHECK_EQ_INT(A.ops, 0);
+    CHECK_EQ_INT(A.no_standins, 0);
+    CHECK_EQ_INT(parse("--no-standins", NULL), DECODE_ARGS_OK);
+    CHECK_EQ_INT(A.no_standins, 1);
+    CHECK_EQ_INT(parse("--no-standin", NULL), DECODE_ARGS_BAD);
 }
 
 static void misc_help(void)

@@ -108,6 +108,9 @@ def make_parser() -> argparse.ArgumentParser:
                    "same on the atk-patched model, each captured in a CUDA graph (compiles once per batch size "
                    "and mode: minutes)")
     p.add_argument("--no-atk", action="store_true", help="skip (c) (no atk package or libatk.so needed)")
+    p.add_argument("--no-standins", action="store_true",
+                   help="every mode without the attention and recurrence stand-ins and SiLU*mul (a fixed buffer "
+                        "is read in their place): the GEMVs and norms alone, as the C engine's --no-standins")
     p.add_argument("--overhead", action="store_true",
                    help="also measure the host cost of one eager GEMV call (1x2048x2048): torch.matmul, "
                         "F.linear, nn.Linear, t.gemv, torch.ops.atk.gemv, patched nn.Linear")
@@ -447,6 +450,9 @@ def run(args, out) -> int:
     if not args.no_atk:
         atk, table = setup_atk(args, out)
     model = mdl.make_model(cfg, dtype=torch.bfloat16, device="cuda", seed=args.seed)
+    if args.no_standins:
+        model.set_standins(False)
+        print("stand-ins off (--no-standins): the GEMVs and norms alone", file=out)
     print(f"weights {model.weight_bytes() / 1e9:.2f} GB (synthetic), table "
           f"{'(none: --no-atk)' if args.no_atk else args.db}", file=out)
 

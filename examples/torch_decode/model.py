@@ -153,6 +153,15 @@ def silu_mul(gate_up: torch.Tensor, inter: int) -> torch.Tensor:
     return (F.silu(f[:, :inter]) * f[:, inter:]).to(gate_up.dtype)
 
 
+def _add_frozen(mod: nn.Module, rows: int, width: int, dtype, device) -> None:
+    """What a module's stand-in stage yields when stand-ins are off
+    (DecodeModel.set_standins(False)): a fixed random [rows, width] buffer,
+    read without a kernel, so a step times its GEMVs and norms alone (the C
+    engine's --no-standins)."""
+    mod.standin = True
+    mod.register_buffer("frozen", torch.zeros(rows, width, dtype=dtype, device=device), persistent=False)
+
+
 class FullAttention(nn.Module):
     """2048 -> 5120 (q, gate, k, v), the attention stand-in, 2048 -> 2048."""
 
@@ -161,9 +170,12 @@ class FullAttention(nn.Module):
         self.cfg = cfg
         self.qkvg_proj = nn.Linear(cfg.hidden, cfg.qkvg, bias=False, dtype=dtype, device=device)
         self.o_proj = nn.Linear(cfg.hidden, cfg.hidden, bias=False, dtype=dtype, device=device)
+        _add_frozen(self, cfg.max_batch, cfg.hidden, dtype, device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.o_proj(standin_attention(self.qkvg_proj(x), self.cfg))
+        qkvg = self.qkvg_proj(x)
+        a = standin_attention(qkvg, self.cfg) if self.standin else self.frozen[:x.shape[0]]
+        return self.o_proj(a)
 
 
 class LinearAttention(nn.Module):
@@ -178,10 +190,13 @@ class LinearAttention(nn.Module):
         self.out_proj = nn.Linear(cfg.hidden, cfg.hidden, bias=False, dtype=dtype, device=device)
         self.register_buffer("state", torch.zeros(cfg.max_batch, cfg.lin_heads, cfg.lin_dim, cfg.lin_dim,
                                                   dtype=torch.float32, device=device), persistent=False)
+        _add_frozen(self, cfg.max_batch, cfg.hidden, dtype, device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         state = self.state[:x.shape[0]]  # token t is sequence slot t
-        return self.out_proj(standin_linear(self.in_proj_qkvz(x), self.in_proj_ba(x), state, self.cfg))
+        qkvz, ba = self.in_proj_qkvz(x), self.in_proj_ba(x)
+        a = standin_linear(qkvz, ba, state, self.cfg) if self.standin else self.frozen[:x.shape[0]]
+        return self.out_proj(a)
 
 
 class MLP(nn.Module):
@@ -192,9 +207,11 @@ class MLP(nn.Module):
         self.inter = cfg.inter
         self.gate_up_proj = nn.Linear(cfg.hidden, 2 * cfg.inter, bias=False, dtype=dtype, device=device)
         self.down_proj = nn.Linear(cfg.inter, cfg.hidden, bias=False, dtype=dtype, device=device)
+        _add_frozen(self, cfg.max_batch, cfg.inter, dtype, device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(silu_mul(self.gate_up_proj(x), self.inter))
+        gate_up = self.gate_up_proj(x)
+        return self.down_proj(silu_mul(gate_up, self.inter) if self.standin else self.frozen[:x.shape[0]])
 
 
 class DecodeLayer(nn.Module):
@@ -259,7 +276,17 @@ class DecodeModel(nn.Module):
             elif isinstance(mod, GemmaRMSNorm):
                 mod.weight.uniform_(-0.1, 0.1, generator=gen)
         self.embed.uniform_(-1.0, 1.0, generator=gen)
+        for mod in self.modules():
+            if hasattr(mod, "frozen"):
+                mod.frozen.uniform_(-1.0, 1.0, generator=gen)
         self.reset_state()
+
+    def set_standins(self, on: bool) -> None:
+        """Runs the attention and recurrence stand-ins and SiLU*mul (True,
+        the default), or reads a fixed random buffer in their place."""
+        for mod in self.modules():
+            if hasattr(mod, "frozen"):
+                mod.standin = bool(on)
 
     @torch.no_grad()
     def reset_state(self) -> None:
