@@ -30,9 +30,10 @@ REQUIRED_TABLES = ("devices", "trials", "winners")
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 # The yardstick each op's speedup is measured against (tuner/op_*.c,
-# baseline_winner): cuBLAS for GEMV, the naive fused kernel for the norms.
-BASELINE_LABEL = {"gemv": "cuBLAS"}
-DEFAULT_BASELINE_LABEL = "naive fused kernel"
+# baseline_winner): cuBLAS for GEMV, cuBLAS + an add kernel for gemv_add, the
+# naive fused kernel for the norms.
+BASELINE_LABEL = {"gemv": "cuBLAS", "gemv_add": "cuBLAS + add kernel"}
+DEFAULT_BASELINE_LABEL = "naive fused kernel"  # the norm ops
 
 FIG_W, FIG_H, FIG_DPI = 7.0, 3.6, 100  # 700 x 360 px per figure
 
