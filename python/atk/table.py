@@ -313,18 +313,23 @@ class Table:
             raise self._fail(rc)
         return y
 
-    def _gemv_checked(self, x, W, out):
-        ctx = self._c()
-        dt = self._tensor("gemv", "x", x)
-        if self._tensor("gemv", "W", W, 2) != dt:
-            raise TypeError(f"atk.gemv: W is {W.dtype}, x is {x.dtype}: they must match")
+    def _gemv_problem(self, op, x, W):
+        """Checks x [..., K] and W [N, K] of one dtype; returns (dtype code,
+        M, K, N, the output shape [..., N])."""
+        dt = self._tensor(op, "x", x)
+        if self._tensor(op, "W", W, 2) != dt:
+            raise TypeError(f"atk.{op}: W is {W.dtype}, x is {x.dtype}: they must match")
         N, K = W.shape
         if x.shape[-1] != K:
-            raise ValueError(f"atk.gemv: x has K={x.shape[-1]} columns, W [N={N}, K={K}] needs K={K}")
+            raise ValueError(f"atk.{op}: x has K={x.shape[-1]} columns, W [N={N}, K={K}] needs K={K}")
         M = x.numel() // K if K else 0
         if M == 0 or N == 0:
-            raise ValueError(f"atk.gemv: empty problem (M={M}, K={K}, N={N})")
-        shape = x.shape[:-1] + (N,)
+            raise ValueError(f"atk.{op}: empty problem (M={M}, K={K}, N={N})")
+        return dt, M, K, N, x.shape[:-1] + (N,)
+
+    def _gemv_checked(self, x, W, out):
+        ctx = self._c()
+        dt, M, K, N, shape = self._gemv_problem("gemv", x, W)
         y = self._out("gemv", out, shape, x)
         stream = self._device("gemv", ("x", "W", "out"), (x, W, y))
         rc = self._f_gemv(ctx, stream, dt, M, K, N, x.data_ptr(), W.data_ptr(), y.data_ptr())
@@ -338,18 +343,10 @@ class Table:
         (the o_proj / down_proj of a layer adding into the residual stream).
         Returns residual."""
         ctx = self._c()
-        dt = self._tensor("gemv_add", "x", x)
-        if self._tensor("gemv_add", "W", W, 2) != dt:
-            raise TypeError(f"atk.gemv_add: W is {W.dtype}, x is {x.dtype}: they must match")
-        N, K = W.shape
-        if x.shape[-1] != K:
-            raise ValueError(f"atk.gemv_add: x has K={x.shape[-1]} columns, W [N={N}, K={K}] needs K={K}")
-        M = x.numel() // K if K else 0
-        if M == 0 or N == 0:
-            raise ValueError(f"atk.gemv_add: empty problem (M={M}, K={K}, N={N})")
+        dt, M, K, N, shape = self._gemv_problem("gemv_add", x, W)
         if self._tensor("gemv_add", "residual", residual) != dt:
             raise TypeError(f"atk.gemv_add: residual is {residual.dtype}, x is {x.dtype}: they must match")
-        shape = tuple(x.shape[:-1]) + (N,)
+        shape = tuple(shape)
         if tuple(residual.shape) != shape:
             raise ValueError(f"atk.gemv_add: residual must have shape {shape} (got {tuple(residual.shape)})")
         stream = self._device("gemv_add", ("x", "W", "residual"), (x, W, residual))
