@@ -979,8 +979,10 @@ static void test_gemv_spec_serves_gemv_add(void)
     CHECK(strcmp(path, "/h/search/gemv.lua") == 0);
     at_spec_default_path("/h", "gemv", path, sizeof path);
     CHECK(strcmp(path, "/h/search/gemv.lua") == 0);
-    at_spec_default_path("/h", "rmsnorm", path, sizeof path);
-    CHECK(strcmp(path, "/h/search/rmsnorm.lua") == 0);
+    at_spec_default_path("/h", "add_gemma_rmsnorm", path, sizeof path);
+    CHECK(strcmp(path, "/h/search/norm.lua") == 0);
+    at_spec_default_path("/h", "no_such_op", path, sizeof path);
+    CHECK(strcmp(path, "/h/search/no_such_op.lua") == 0);
 
     static const char *const shapes[] = {"1x2048x2048", "4x2048x2048"};
     for (int i = 0; i < 2; i++) {
