@@ -97,6 +97,15 @@ void at_stats(double *v, int n, double *median, double *min, double *max)
     *median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+double at_percentile(const double *v, int n, double p)
+{
+    double pos = p * (n - 1);
+    int i = (int)pos;
+    if (i >= n - 1)
+        return v[n - 1];
+    return v[i] + (pos - i) * (v[i + 1] - v[i]);
+}
+
 /* Times `launches` launches of fn captured in a graph; best of `reps`. */
 static int time_kernel_graph(at_gpu *g, CUfunction fn, unsigned grid, unsigned block, void **args,
                              int launches, int reps, double *best_us)

@@ -34,7 +34,10 @@ int at_stream_time(at_gpu *g, at_enqueue_fn fn, void *arg, int copies, int launc
 ** kernel's time in graph replay, into g->info. */
 int at_bench_ceilings(at_gpu *g);
 
-/* Median, min and max of v[0..n) (v is reordered). */
+/* Median, min and max of v[0..n) (v is sorted in place). */
 void at_stats(double *v, int n, double *median, double *min, double *max);
+/* The p-th percentile (0..1) of sorted v[0..n), interpolated between
+** neighbours (p = 0.5: the median as at_stats gives it). */
+double at_percentile(const double *v, int n, double p);
 
 #endif

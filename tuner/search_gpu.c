@@ -13,16 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* p-th percentile (0..1) of sorted v[0..n). */
-static double percentile(const double *v, int n, double p)
-{
-    double pos = p * (n - 1);
-    int i = (int)pos;
-    if (i >= n - 1)
-        return v[n - 1];
-    return v[i] + (pos - i) * (v[i + 1] - v[i]);
-}
-
 /* The roofline floor of one call, µs: bytes at the read ceiling plus an
 ** empty kernel (the deadlines of worker.h are multiples of it). */
 static double floor_us(const run *r)
@@ -578,7 +568,7 @@ int at_search_phase_final(run *r)
         set_row_stats(row, tmp, reps2, res->bytes); /* sorts tmp */
         row->reps = reps2;
         row->trial.reason[0] = '\0';
-        double noise = 0.5 * (percentile(tmp, reps2, 0.9) - percentile(tmp, reps2, 0.1));
+        double noise = 0.5 * (at_percentile(tmp, reps2, 0.9) - at_percentile(tmp, reps2, 0.1));
         double s_us = 0.0;
         contest t = {.r = r, .c = c};
         rc = at_stream_time(r->gpu, contest_enqueue, &t, r->copies, res->launches, &s_us);
@@ -614,7 +604,7 @@ int at_search_phase_final(run *r)
         }
         at_stats(base[b], n, &bl->us, &bl->us_min, &bl->us_max); /* sorts base[b] */
         if (b == 0 && nfinal > 0) {
-            double base_noise = 0.5 * (percentile(base[0], n, 0.9) - percentile(base[0], n, 0.1));
+            double base_noise = 0.5 * (at_percentile(base[0], n, 0.9) - at_percentile(base[0], n, 0.1));
             if (noise_best < base_noise)
                 noise_best = base_noise;
         }

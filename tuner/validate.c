@@ -151,22 +151,6 @@ static int contest_enqueue(void *arg, int copy)
     return t->op->enqueue(t->state, &t->c, copy);
 }
 
-/* p-th percentile (0..1) of sorted v[0..n). */
-static double percentile(const double *v, int n, double p)
-{
-    double pos = p * (n - 1);
-    int i = (int)pos;
-    if (i >= n - 1)
-        return v[n - 1];
-    return v[i] + (pos - i) * (v[i + 1] - v[i]);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* --------------------------------------------------------- one problem */
 
 typedef struct shape_group {
@@ -318,19 +302,18 @@ static int one_cell(vctx *v, const shape_group *sg, int M, at_validation *row)
     if ((rc = at_graph_time(v->g, &ga, &warm)) != AT_OK || (rc = at_graph_time(v->g, &gb, &warm)) != AT_OK)
         goto done;
     for (int i = 0; i < v->reps && rc == AT_OK; i++) {
-        if (i & 1)
-            rc = at_graph_time(v->g, &gb, &tb[i]) != AT_OK ? AT_ERR_CUDA : at_graph_time(v->g, &ga, &ta[i]);
-        else
-            rc = at_graph_time(v->g, &ga, &ta[i]) != AT_OK ? AT_ERR_CUDA : at_graph_time(v->g, &gb, &tb[i]);
+        /* alternate which goes first; a failing replay's own status is kept */
+        at_graph *g1 = i & 1 ? &gb : &ga, *g2 = i & 1 ? &ga : &gb;
+        double *t1 = i & 1 ? &tb[i] : &ta[i], *t2 = i & 1 ? &ta[i] : &tb[i];
+        if ((rc = at_graph_time(v->g, g1, t1)) == AT_OK)
+            rc = at_graph_time(v->g, g2, t2);
     }
     if (rc != AT_OK)
         goto done;
-    qsort(ta, (size_t)v->reps, sizeof *ta, cmp_double);
-    qsort(tb, (size_t)v->reps, sizeof *tb, cmp_double);
-    row->us = percentile(ta, v->reps, 0.5), row->us_min = ta[0], row->us_max = ta[v->reps - 1];
-    row->base_us = percentile(tb, v->reps, 0.5), row->base_min = tb[0], row->base_max = tb[v->reps - 1];
-    double noise_a = 0.5 * (percentile(ta, v->reps, 0.9) - percentile(ta, v->reps, 0.1));
-    double noise_b = 0.5 * (percentile(tb, v->reps, 0.9) - percentile(tb, v->reps, 0.1));
+    at_stats(ta, v->reps, &row->us, &row->us_min, &row->us_max); /* sorts */
+    at_stats(tb, v->reps, &row->base_us, &row->base_min, &row->base_max);
+    double noise_a = 0.5 * (at_percentile(ta, v->reps, 0.9) - at_percentile(ta, v->reps, 0.1));
+    double noise_b = 0.5 * (at_percentile(tb, v->reps, 0.9) - at_percentile(tb, v->reps, 0.1));
     row->noise = noise_a > noise_b ? noise_a : noise_b;
 
     /* the ceiling: a figure above it is a harness bug, not a win */
