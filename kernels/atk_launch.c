@@ -117,10 +117,10 @@ static int gemv_cublas(atk_ctx *ctx, CUstream stream, int dtype, int M, int K, i
     if (s == CUBLAS_STATUS_SUCCESS) {
         /* the tuner's baseline call (tuner/bench.c): column-major
         ** y^T[N,M] = W[N,K] . x^T[K,M], W a K x N column-major matrix */
-        const float one = 1.0f, zero = 0.0f;
+        const float one = 1.0f;
         cudaDataType t = dtype == ATK_FP16 ? CUDA_R_16F : CUDA_R_16BF;
         what = "cublasGemmEx";
-        s = cublasGemmEx(b->h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, W, t, K, x, t, K, beta != 0.0f ? &beta : &zero,
+        s = cublasGemmEx(b->h, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, W, t, K, x, t, K, &beta,
                          y, t, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     }
     atomic_flag_clear_explicit(&b->busy, memory_order_release);

@@ -103,6 +103,11 @@ const at_op *at_op_at(int i);
 extern const at_op at_op_gemv, at_op_gemv_add;
 extern const at_op at_op_rmsnorm, at_op_add_rmsnorm, at_op_gemma_rmsnorm, at_op_add_gemma_rmsnorm;
 
+/* The elementwise kernels of templates/baseline/ (norm_add.cu, the unfused
+** norm chain): 256 threads a block, 4 elements a thread. */
+#define AT_ELTWISE_THREADS 256u
+#define AT_ELTWISE_PER_BLOCK 1024LL
+
 /* Shared by the ops: one kernel launch on g->stream (PDL when asked). */
 int at_op_launch(at_gpu *g, const at_op_kernel *k, void **args);
 

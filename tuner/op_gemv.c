@@ -23,8 +23,6 @@
 ** residual), the add an engine runs after the GEMV. [GEMV_ADD_BASELINE] */
 static const char *const add_templates[] = {"baseline/norm_add.cu", NULL};
 #define ADD_KERNEL "norm_add"
-#define ADD_THREADS 256u    /* norm_add.cu: 256 threads, 4 elements each */
-#define ADD_PER_BLOCK 1024LL
 
 typedef struct gemv {
     int add;                 /* gemv_add: y is the residual, updated in place */
@@ -228,8 +226,8 @@ static int gemv_enqueue(void *state, const at_contestant *c, int copy)
             return rc;
         long long n = (long long)(s->M * s->N);
         at_op_kernel k = {.fn = s->addfn,
-                          .grid = {(unsigned)((n + ADD_PER_BLOCK - 1) / ADD_PER_BLOCK), 1, 1},
-                          .block = {ADD_THREADS, 1, 1}};
+                          .grid = {(unsigned)((n + AT_ELTWISE_PER_BLOCK - 1) / AT_ELTWISE_PER_BLOCK), 1, 1},
+                          .block = {AT_ELTWISE_THREADS, 1, 1}};
         void *args[] = {&out, &y, &n};
         return at_op_launch(g, &k, args);
     }

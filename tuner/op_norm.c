@@ -34,8 +34,6 @@ static const char *const btemplates[NB + 1] = {
     NULL};
 
 #define NAIVE_THREADS 256u /* norm_naive.cu: one 256-thread block per row */
-#define CHAIN_THREADS 256u /* the chain's kernels: 256 threads, 4 elements each */
-#define CHAIN_PER_BLOCK 1024LL
 
 typedef struct norm {
     at_norm_op op;
@@ -293,7 +291,7 @@ static int norm_setup(void *state, at_gpu *g, int copies)
 /* One launch of baseline kernel b over n elements (grid ceil(n / 1024)). */
 static int chain_launch(norm *s, int b, unsigned grid, void **args)
 {
-    at_op_kernel k = {.fn = s->fn[b], .grid = {grid, 1, 1}, .block = {CHAIN_THREADS, 1, 1}};
+    at_op_kernel k = {.fn = s->fn[b], .grid = {grid, 1, 1}, .block = {AT_ELTWISE_THREADS, 1, 1}};
     return at_op_launch(s->g, &k, args);
 }
 
@@ -305,8 +303,8 @@ static int enqueue_unfused(norm *s, CUdeviceptr x, CUdeviceptr r, CUdeviceptr w,
     long long n = (long long)(s->T * s->H), nt = (long long)s->T;
     int T = (int)s->T, H = (int)s->H, rc;
     float eps = s->eps;
-    unsigned ge = (unsigned)((n + CHAIN_PER_BLOCK - 1) / CHAIN_PER_BLOCK);
-    unsigned gt = (unsigned)((nt + CHAIN_PER_BLOCK - 1) / CHAIN_PER_BLOCK);
+    unsigned ge = (unsigned)((n + AT_ELTWISE_PER_BLOCK - 1) / AT_ELTWISE_PER_BLOCK);
+    unsigned gt = (unsigned)((nt + AT_ELTWISE_PER_BLOCK - 1) / AT_ELTWISE_PER_BLOCK);
     CUdeviceptr src = x;
     if (s->add) {
         void *a[] = {&x, &r, &n}; /* residual := rne(x + residual) = z */
