@@ -35,7 +35,7 @@ extern "C" {
 #define ATK_API
 #endif
 
-#define ATK_VERSION "0.3.0"
+#define ATK_VERSION "0.4.0"
 
 /* An opened table for one GPU: immutable after atk_open, so any number of
 ** threads may call into one context at once. */
@@ -71,7 +71,12 @@ enum atk_op {
     ATK_OP_GEMMA_RMSNORM = 3,
     ATK_OP_ADD_GEMMA_RMSNORM = 4,
     ATK_OP_GEMV_ADD = 5, /* residual += x . W^T in place (atk_gemv_add) */
-    ATK_NOPS = 6
+    ATK_OP_RMSNORM_GEMV = 6,              /* y = W . rmsnorm(x): the norm in the GEMV's prologue */
+    ATK_OP_GEMMA_RMSNORM_GEMV = 7,        /* the same with the Gemma factor (1 + w)            */
+    ATK_OP_GEMV_SWIGLU = 8,               /* y = silu(x . Wg^T) * (x . Wu^T) in one kernel     */
+    ATK_OP_RMSNORM_GEMV_SWIGLU = 9,       /* the norm in the prologue, SwiGLU in the epilogue  */
+    ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU = 10, /* the same with the Gemma factor                  */
+    ATK_NOPS = 11
 };
 
 /* Flags of atk_open / atk_open_table (or-ed). */
@@ -236,6 +241,47 @@ ATK_API int atk_gemv(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int6
 ** residual must not overlap x or W. M, K, N in 1..INT_MAX. */
 ATK_API int atk_gemv_add(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N,
                          const void *x, const void *W, void *residual);
+
+/* ------------------------------------------------------ fused decode ops
+** One kernel where an engine would run two or three: the RMSNorm of x in
+** the GEMV's prologue (every block normalizes the few KiB of x it needs
+** itself) and SwiGLU in its epilogue (the gate and up rows are read side by
+** side; the intermediate never leaves the chip). Rounding is the unfused
+** sequence's, so a fused call differs from it only in summation order:
+**   norm:   xn = rne((x * r) * w), r = 1/sqrt(sum(x^2)/K + eps) per row of x
+**           (Gemma: (1 + w)), exactly as atk_rmsnorm rounds its output;
+**           y  = rne(xn . W^T)
+**   SwiGLU: g = rne(xn . Wg^T), u = rne(xn . Wu^T) (xn = x without a norm);
+**           y = rne(silu(g) * u), silu(v) = v / (1 + exp(-v)) in fp32
+** Shapes: x[M,K], w[K], W/Wg/Wu [N,K] row-major, y[M,N]; for SwiGLU N is
+** the intermediate size. Checkpoints that store gate_proj and up_proj
+** concatenated as one [2N,K] weight pass Wg = W and Wu = W + N*K.
+** The same dispatch rule as atk_gemv over the op's own tuned entries. When
+** no fused kernel serves a call (or the tuner found none faster than the
+** unfused sequence: the stored answer is then "unfused"), the call runs the
+** unfused sequence with atk's own calls: atk_rmsnorm / atk_gemma_rmsnorm
+** into scratch, atk_gemv (one call over 2N rows when Wu == Wg + N*K, else
+** two), and a SiLU-mul kernel. `scratch` must hold
+** atk_fused_scratch_bytes(op, dtype, M, K, N) bytes, 16-byte aligned, not
+** overlapping the other buffers; it is passed always (a call may fall
+** back at any M) and is never read by a fused kernel. y must not overlap x,
+** w or the weights. M, K, N in 1..INT_MAX. Graph-safe as every call. */
+ATK_API int atk_rmsnorm_gemv(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N,
+                             const void *x, const void *w, const void *W, void *y, float eps, void *scratch);
+ATK_API int atk_gemma_rmsnorm_gemv(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N,
+                                   const void *x, const void *w, const void *W, void *y, float eps, void *scratch);
+ATK_API int atk_gemv_swiglu(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N,
+                            const void *x, const void *Wg, const void *Wu, void *y, void *scratch);
+ATK_API int atk_rmsnorm_gemv_swiglu(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N,
+                                    const void *x, const void *w, const void *Wg, const void *Wu, void *y,
+                                    float eps, void *scratch);
+ATK_API int atk_gemma_rmsnorm_gemv_swiglu(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K,
+                                          int64_t N, const void *x, const void *w, const void *Wg, const void *Wu,
+                                          void *y, float eps, void *scratch);
+/* Bytes of scratch a fused call of `op` needs for its unfused fallback
+** (the normalized x, then g and u, each rounded up to 256 bytes); 0 for an
+** op that is not fused or a bad argument. */
+ATK_API size_t atk_fused_scratch_bytes(int op, int dtype, int64_t M, int64_t K, int64_t N);
 
 /* y[T,H] = rne(x * r * w), r = 1/sqrt(sum(x^2)/H + eps) per row; w[H] of
 ** dtype. Rounding as stated in the tuner's tuner/norm_ref.h. */
