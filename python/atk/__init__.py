@@ -12,7 +12,7 @@ or atk.patch."""
 
 from .errors import AtkError, LibraryNotFound
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 from .flags import NO_INFER, NO_NVRTC, NO_OVERRIDES, SAME_DRIVER, STRICT, STRICT_OPEN
 
