@@ -71,7 +71,7 @@ int atk__cuda_check(const atk_ctx *ctx, const atk_driver *d, CUresult r, const c
 ** borrowed (from the C table) or owned (cubin_owned). */
 typedef struct atk_row {
     char key_sha[65];
-    char op[24], dtype[24], shape[64], device[128];
+    char op[32], dtype[24], shape[64], device[128];
     int cc, sms, driver_version, nvrtc_version;
     char space_sha[65], options[160], tuner_version[16];
     char strategy[48], kernel[48], template_name[128], params[256];

@@ -154,7 +154,7 @@ static int contest_enqueue(void *arg, int copy)
 /* --------------------------------------------------------- one problem */
 
 typedef struct shape_group {
-    char op[24];
+    char op[32];
     at_dtype dtype;
     int64_t K, N; /* norms: K = H, N = 0 */
 } shape_group;
