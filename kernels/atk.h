@@ -91,8 +91,13 @@ enum atk_flags {
                                   tuned M of the same K, N still serves)      */
     ATK_NO_NVRTC = 1u << 3,    /* never recompile a cubin that does not load  */
     ATK_SAME_DRIVER = 1u << 4, /* only entries tuned under the present driver */
-    ATK_NO_OVERRIDES = 1u << 5 /* ignore validation overrides: the table as
+    ATK_NO_OVERRIDES = 1u << 5, /* ignore validation overrides: the table as
                                   tuned (what `autotune validate` measures) */
+    ATK_UNFUSED = 1u << 6      /* load no fused-op entry: every fused call runs
+                                  its unfused sequence over the tuned norm and
+                                  GEMV entries (path FALLBACK; the yardstick
+                                  the tuner and validate time a fused kernel
+                                  against) */
 };
 
 /* How a call was (or would be) served. The dispatch rule, in order:

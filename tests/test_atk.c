@@ -1386,6 +1386,19 @@ static void test_fused(void)
         atk_close(ctx);
     }
 
+    /* ATK_UNFUSED: no fused entry loads; the norm and GEMV entries do */
+    ctx = open_dry(db, ATK_UNFUSED);
+    if (ctx) {
+        CHECK_STR_HAS(atk_report(ctx), "5 fused-op entries not loaded (ATK_UNFUSED)");
+        CHECK_EQ_INT(explain(ctx, ATK_OP_RMSNORM_GEMV, ATK_BF16, 1, 2048, 2048).path, ATK_PATH_FALLBACK);
+        CHECK(!strcmp(explain(ctx, ATK_OP_GEMV_SWIGLU, ATK_BF16, 1, 2048, 6144).strategy, "unfused"));
+        CHECK_EQ_INT(explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 2048, 2048).path, ATK_PATH_TUNED);
+        CHECK_EQ_INT(atk_rmsnorm_gemv(ctx, NULL, ATK_BF16, 1, 2048, 2048, p, p, p, p, 1e-6f, sc), ATK_OK);
+        CHECK_EQ_INT(atk_stats(ctx, ATK_OP_RMSNORM_GEMV, &s), ATK_OK);
+        CHECK(s.calls == 1 && s.fallback == 1);
+        atk_close(ctx);
+    }
+
     /* the exports carry the fused rows: JSON serves the same, CSV lists them */
     CHECK_EQ_INT(at_table_export_file(db, NULL, 1, AT_TABLE_JSON, tpath(js, sizeof js, "fused.json")), AT_OK);
     atk_ctx *a = open_dry(db, 0), *b = open_dry(js, 0);

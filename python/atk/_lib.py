@@ -51,7 +51,7 @@ PATH_FALLBACK = 3
 PATH_BUCKET = 4
 PATH_NAMES = {PATH_TUNED: "tuned", PATH_INFERRED: "inferred", PATH_FALLBACK: "fallback", PATH_BUCKET: "bucket"}
 
-from .flags import NO_INFER, NO_NVRTC, NO_OVERRIDES, SAME_DRIVER, STRICT, STRICT_OPEN  # noqa: F401,E402
+from .flags import NO_INFER, NO_NVRTC, NO_OVERRIDES, SAME_DRIVER, STRICT, STRICT_OPEN, UNFUSED  # noqa: F401,E402
 
 
 class GpuId(ctypes.Structure):
