@@ -17,6 +17,7 @@
 */
 #include "args.h"
 #include "model.h"
+#include "report.h"
 
 #include <errno.h>
 #include <math.h>
@@ -28,87 +29,11 @@
 #define DECODE_TEMPLATES "templates"
 #endif
 
-/* Timing rounds: the modes alternate, each replayed --steps times per
-** round; the median round is reported, min and max in the JSON. */
-#define ROUNDS 5
-
-static const char *const op_names[K_COUNT] = {
-    [K_QKVG] = "gemv 2048->5120 (qkv+gate)",
-    [K_ATTN_O] = "gemv 2048->2048 (attn/lin out)",
-    [K_QKVZ] = "gemv 2048->8192 (in_proj_qkvz)",
-    [K_BA] = "gemv 2048->32 (in_proj_ba) *",
-    [K_GATE_UP] = "gemv 2048->12288 (gate_up)",
-    [K_DOWN] = "gemv 6144->2048 (down)",
-    [K_LM_HEAD] = "gemv 2048->248320 (lm_head)",
-    [K_NORM] = "add + gemma rmsnorm (x49)",
-    [K_ATTN] = "attention (stand-in)",
-    [K_LINEAR] = "linear attention (stand-in)",
-    [K_SILU_MUL] = "silu * mul",
-    [K_NORM_QKVG] = "norm+gemv 2048->5120 (qkv+gate)",
-    [K_NORM_QKVZ] = "norm+gemv 2048->8192 (qkvz)",
-    [K_NORM_BA] = "norm+gemv 2048->32 (ba) *",
-    [K_NORM_SWIGLU] = "norm+gemv+swiglu 2048->6144",
-    [K_ATTN_O_ADD] = "gemv+add 2048->2048 (attn out)",
-    [K_DOWN_ADD] = "gemv+add 6144->2048 (down)",
-    [K_NORM_LM_HEAD] = "norm+gemv 2048->248320 (lm_head)"};
-/* The breakdown's order: what each mode runs in step order, then the
-** stand-ins apart. */
-static const enum op_kind op_order[K_COUNT] = {
-    K_NORM,        K_QKVG,       K_QKVZ,     K_BA,           K_ATTN_O,      K_GATE_UP,
-    K_SILU_MUL,    K_DOWN,       K_LM_HEAD,  K_NORM_QKVG,    K_NORM_QKVZ,   K_NORM_BA,
-    K_ATTN_O_ADD,  K_NORM_SWIGLU, K_DOWN_ADD, K_NORM_LM_HEAD, K_ATTN,       K_LINEAR};
-static const char *const mode_names[NMODES + 1] = {"", "cuBLAS + unfused norms", "cuBLAS + naive fused norms",
-                                                   "atk (tuned cache)", "atk fused (norm/SwiGLU/add in GEMVs)"};
-static const char *const mode_keys[NMODES + 1] = {"", "cublas_unfused", "cublas_naive", "atk", "atk_fused"};
-/* The agreement bound on the worst token row's relative L2 error (hidden
-** state and logits) against (1): bf16 through 24 layers with different
-** accumulation orders lands near 2.6e-2 (bench/results); one wrong layer
-** (a swapped gate/up, a dropped add, the other norm's weight) lands far
-** above (DECODE_FAULT shows it). */
-#define AGREE_TOL 5e-2
-
-/* Microseconds per step: median, min, max over the rounds; 0 = not run. */
-typedef struct timing {
-    double med, min, max;
-} timing;
-
-/* atk's path counts of one op, for one captured step. */
-typedef struct paths {
-    unsigned long long calls, tuned, bucket, inferred, fallback;
-} paths;
-
-/* (2) or (3) against (1): the worst token row. */
-typedef struct check {
-    int run;
-    double hidden, logits; /* relative L2 error of the worst row */
-    int hidden_row, logits_row;
-    int hidden_m, logits_m; /* the step size M that row belongs to */
-} check;
-
-/* The results of one batch size, or of the trace. */
-typedef struct result {
-    int B; /* batch size; 0 for the trace */
-    timing t[NMODES + 1];
-    paths p[NMODES + 1][ATK_NOPS]; /* modes 3 and 4: atk's paths */
-    check c[NMODES + 1];
-    int agree;
-    int have_ops;
-    double op_us[NMODES + 1][K_COUNT]; /* 0: the mode does not run that kind */
-    step_bytes bytes;                  /* what one step must move (a trace: per step on average) */
-} result;
-
 /* Host buffers for the agreement check, max_batch rows each. */
 typedef struct host {
     unsigned short *bf16;
     float *h1, *l1, *hx, *lx;
 } host;
-
-/* The modes run (args --modes; bit m for mode m; modes 3 and 4 need atk). */
-static unsigned run_modes = DECODE_ALL_MODES;
-/* The read ceiling (GB/s) the step's limit is held against; 0: unmeasured. */
-static double read_gbps;
-/* Whether the timed step leaves the stand-ins out (--no-standins). */
-static int no_standins;
 
 /* A graph of one step of M tokens (ops in mask) in `mode`. */
 static int capture(model *m, enum mode mode, unsigned mask, int M, CUgraphExec *exec)
@@ -261,7 +186,7 @@ static int compare(model *m, CUgraphExec *const execs[NMODES + 1], int idx, int 
     for (int mode = 2; mode <= NMODES; mode++) {
         check *c = &r->c[mode];
         if (!execs[mode]) {
-            if (run_modes & (1u << mode))
+            if (report_cfg.modes & (1u << mode))
                 r->agree = 0; /* asked for, but atk did not open */
             continue;
         }
@@ -301,7 +226,7 @@ static void destroy_all(CUgraphExec *execs, int n)
 /* Whether mode gets graphs: asked for (--modes), and 3 and 4 only with atk. */
 static int mode_on(int mode, int have_atk)
 {
-    return (run_modes & (1u << mode)) && (mode < MODE_ATK || have_atk);
+    return (report_cfg.modes & (1u << mode)) && (mode < MODE_ATK || have_atk);
 }
 
 /* One batch size: each mode's step graph, timed interleaved, atk's paths,
@@ -439,282 +364,6 @@ done:
     return rc;
 }
 
-/* ------------------------------------------------------------------ output */
-
-static void paths_total(const paths p[ATK_NOPS], paths *t)
-{
-    memset(t, 0, sizeof *t);
-    for (int op = 0; op < ATK_NOPS; op++) {
-        t->calls += p[op].calls;
-        t->tuned += p[op].tuned;
-        t->bucket += p[op].bucket;
-        t->inferred += p[op].inferred;
-        t->fallback += p[op].fallback;
-    }
-}
-
-static void print_paths(FILE *out, const paths p[ATK_NOPS], const char *indent)
-{
-    for (int op = 0; op < ATK_NOPS; op++)
-        if (p[op].calls)
-            fprintf(out, "%s%-26s calls %7llu  tuned %7llu  bucket %7llu  inferred %7llu  fallback %7llu\n", indent,
-                    atk_op_name(op), p[op].calls, p[op].tuned, p[op].bucket, p[op].inferred, p[op].fallback);
-}
-
-static void print_checks(FILE *out, const result *r, const char *what)
-{
-    for (int mode = 2; mode <= NMODES; mode++) {
-        const check *c = &r->c[mode];
-        if (!(run_modes & (1u << mode)))
-            continue;
-        if (!c->run) {
-            fprintf(out, "  %s (%d) vs (1): not run (atk_open failed): FAIL\n", what, mode);
-            continue;
-        }
-        int ok = c->hidden <= AGREE_TOL && c->logits <= AGREE_TOL;
-        fprintf(out, "  %s (%d) vs (1): worst token row: hidden rel err %.3e (M=%d row %d), logits %.3e (M=%d row "
-                     "%d): %s\n",
-                what, mode, c->hidden, c->hidden_m, c->hidden_row, c->logits, c->logits_m, c->logits_row,
-                ok ? "agree (<= 5e-2)" : "DIFFER");
-    }
-}
-
-/* The step's physical limit in us: the bytes it must move (the stand-ins'
-** too when the timed step runs them) at the read ceiling; 0 unmeasured. */
-static double limit_us(const step_bytes *b)
-{
-    if (!(read_gbps > 0))
-        return 0.0;
-    return (b->weights + b->activations + (no_standins ? 0.0 : b->standins)) / (read_gbps * 1e3);
-}
-
-/* The stand-ins' part of the limit (0 when they are not timed). */
-static double standin_limit_us(const step_bytes *b)
-{
-    return read_gbps > 0 && !no_standins ? b->standins / (read_gbps * 1e3) : 0.0;
-}
-
-/* Mode's step time as a share of the limit, in percent; 0: not run. */
-static double pct_of_limit(const result *r, int mode)
-{
-    double lim = limit_us(&r->bytes);
-    return lim > 0 && r->t[mode].med > 0 ? 100.0 * lim / r->t[mode].med : 0.0;
-}
-
-/* A table cell: the value, or "-" for a mode not run. */
-static void cell(FILE *out, int width, const char *fmt, double v, int run)
-{
-    char buf[64];
-    if (run)
-        snprintf(buf, sizeof buf, fmt, v);
-    else
-        snprintf(buf, sizeof buf, "-");
-    fprintf(out, " %*s", width, buf);
-}
-
-/* A JSON number, or null for not run / not finite. */
-static void jnum(FILE *f, double v, int run)
-{
-    if (run && isfinite(v))
-        fprintf(f, "%.6g", v);
-    else
-        fputs("null", f);
-}
-
-static void jstr(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
-static void json_paths(FILE *f, const paths p[ATK_NOPS])
-{
-    int first = 1;
-    fputc('{', f);
-    for (int op = 0; op < ATK_NOPS; op++) {
-        if (!p[op].calls)
-            continue;
-        fprintf(f, "%s", first ? "" : ", ");
-        jstr(f, atk_op_name(op));
-        fprintf(f, ": {\"calls\": %llu, \"tuned\": %llu, \"bucket\": %llu, \"inferred\": %llu, \"fallback\": %llu}",
-                p[op].calls, p[op].tuned, p[op].bucket, p[op].inferred, p[op].fallback);
-        first = 0;
-    }
-    fputc('}', f);
-}
-
-/* "b over a": mode b's tokens/s over mode a's (null unless both ran). */
-static void json_ratio(FILE *f, const char *key, const result *r, int b, int a)
-{
-    fprintf(f, ", \"%s\": ", key);
-    jnum(f, r->t[b].med > 0 ? r->t[a].med / r->t[b].med : 0, r->t[a].med > 0 && r->t[b].med > 0);
-}
-
-/* The fields common to a batch size and the trace (after the opening). */
-static void json_result(FILE *f, const result *r, double tokens_per_step)
-{
-    fputs("\"us_per_step\": {", f);
-    for (int mode = 1; mode <= NMODES; mode++) {
-        fprintf(f, "%s\"%s\": ", mode > 1 ? ", " : "", mode_keys[mode]);
-        if (!(r->t[mode].med > 0)) {
-            fputs("null", f);
-            continue;
-        }
-        fputs("{\"median\": ", f);
-        jnum(f, r->t[mode].med, 1);
-        fputs(", \"min\": ", f);
-        jnum(f, r->t[mode].min, 1);
-        fputs(", \"max\": ", f);
-        jnum(f, r->t[mode].max, 1);
-        fputc('}', f);
-    }
-    fputs("}, \"tokens_per_s\": {", f);
-    for (int mode = 1; mode <= NMODES; mode++) {
-        fprintf(f, "%s\"%s\": ", mode > 1 ? ", " : "", mode_keys[mode]);
-        jnum(f, r->t[mode].med > 0 ? 1e6 * tokens_per_step / r->t[mode].med : 0, r->t[mode].med > 0);
-    }
-    fputc('}', f);
-    json_ratio(f, "ratio_atk_over_cublas_naive", r, MODE_ATK, MODE_CUBLAS_NAIVE);
-    json_ratio(f, "ratio_fused_over_cublas_unfused", r, MODE_FUSED, MODE_CUBLAS_UNFUSED);
-    json_ratio(f, "ratio_fused_over_cublas_naive", r, MODE_FUSED, MODE_CUBLAS_NAIVE);
-    json_ratio(f, "ratio_fused_over_atk", r, MODE_FUSED, MODE_ATK);
-    fputs(", \"limit\": {\"read_gbps\": ", f);
-    jnum(f, read_gbps, read_gbps > 0);
-    fprintf(f, ", \"weight_bytes\": %.0f, \"activation_bytes\": %.0f, \"standin_bytes\": %.0f, \"standins_timed\": %s, "
-               "\"us\": ",
-            r->bytes.weights, r->bytes.activations, r->bytes.standins, no_standins ? "false" : "true");
-    jnum(f, limit_us(&r->bytes), read_gbps > 0);
-    fputs(", \"standin_us\": ", f);
-    jnum(f, standin_limit_us(&r->bytes), read_gbps > 0);
-    fputs(", \"pct_of_limit\": {", f);
-    for (int mode = 1; mode <= NMODES; mode++) {
-        fprintf(f, "%s\"%s\": ", mode > 1 ? ", " : "", mode_keys[mode]);
-        jnum(f, pct_of_limit(r, mode), pct_of_limit(r, mode) > 0);
-    }
-    fputs("}}, \"atk_paths\": ", f);
-    json_paths(f, r->p[MODE_ATK]);
-    fputs(", \"atk_fused_paths\": ", f);
-    json_paths(f, r->p[MODE_FUSED]);
-    fputs(", \"check\": {", f);
-    for (int mode = 2; mode <= NMODES; mode++) {
-        const check *c = &r->c[mode];
-        fprintf(f, "%s\"%s\": ", mode > 2 ? ", " : "", mode_keys[mode]);
-        if (!(run_modes & (1u << mode))) {
-            fputs("null", f);
-            continue;
-        }
-        fputs("{\"hidden_rel_err\": ", f);
-        jnum(f, c->hidden, c->run);
-        fprintf(f, ", \"hidden_m\": %d, \"hidden_row\": %d, \"logits_rel_err\": ", c->hidden_m, c->hidden_row);
-        jnum(f, c->logits, c->run);
-        fprintf(f, ", \"logits_m\": %d, \"logits_row\": %d}", c->logits_m, c->logits_row);
-    }
-    fprintf(f, "}, \"agree\": %s", r->agree ? "true" : "false");
-    if (r->have_ops) {
-        fputs(", \"op_us\": {", f);
-        for (int mode = 1; mode <= NMODES; mode++) {
-            fprintf(f, "%s\"%s\": [", mode > 1 ? ", " : "", mode_keys[mode]);
-            for (int k = 0; k < K_COUNT; k++) {
-                fputs(k ? ", " : "", f);
-                jnum(f, r->op_us[mode][k], r->op_us[mode][k] > 0);
-            }
-            fputc(']', f);
-        }
-        fputc('}', f);
-    }
-}
-
-/* The per-B tables: time and tokens/s per mode, then the step against its
-** physical limit. */
-static void print_batch_tables(FILE *out, const result *res, int n, int steps)
-{
-    fprintf(out, "\nper batch size B (B tokens per step; graph replay of one step%s, median of %d rounds of %d "
-                 "steps, modes interleaved)\n",
-            no_standins ? " WITHOUT the stand-ins and SiLU*mul" : "", ROUNDS, steps);
-    fprintf(out, "  %4s", "B");
-    for (int mode = 1; mode <= NMODES; mode++)
-        fprintf(out, "  (%d) us/step", mode);
-    for (int mode = 1; mode <= NMODES; mode++)
-        fprintf(out, "   (%d) tok/s", mode);
-    fprintf(out, " %8s %8s %8s\n", "(3)/(2)", "(4)/(2)", "(4)/(1)");
-    for (int i = 0; i < n; i++) {
-        const result *r = &res[i];
-        fprintf(out, "  %4d", r->B);
-        for (int mode = 1; mode <= NMODES; mode++)
-            cell(out, 12, "%.1f", r->t[mode].med, r->t[mode].med > 0);
-        for (int mode = 1; mode <= NMODES; mode++)
-            cell(out, 12, "%.1f", r->t[mode].med > 0 ? 1e6 * r->B / r->t[mode].med : 0, r->t[mode].med > 0);
-        cell(out, 7, "%.2fx", r->t[3].med > 0 ? r->t[2].med / r->t[3].med : 0, r->t[2].med > 0 && r->t[3].med > 0);
-        cell(out, 8, "%.2fx", r->t[4].med > 0 ? r->t[2].med / r->t[4].med : 0, r->t[2].med > 0 && r->t[4].med > 0);
-        cell(out, 8, "%.2fx", r->t[4].med > 0 ? r->t[1].med / r->t[4].med : 0, r->t[4].med > 0);
-        fputc('\n', out);
-    }
-    if (!(read_gbps > 0)) {
-        fprintf(out, "\nthe step's physical limit: the read ceiling was not measured\n");
-        return;
-    }
-    fprintf(out, "\nthe step against its physical limit: the bytes it must move (every weight once, the activations "
-                 "of the fused\ndataflow; the stand-ins' apart: their states and inputs%s) over the read ceiling, "
-                 "%.0f GB/s (measured here)\n",
-            no_standins ? ", NOT in the limit: not timed" : ", in the limit: timed", read_gbps);
-    fprintf(out, "  %4s %10s %9s %12s %9s %14s", "B", "weights MB", "activ. MB", "stand-ins MB", "limit us",
-            "of it stand-ins");
-    for (int mode = 1; mode <= NMODES; mode++)
-        fprintf(out, "  (%d) %% of limit", mode);
-    fputc('\n', out);
-    for (int i = 0; i < n; i++) {
-        const result *r = &res[i];
-        fprintf(out, "  %4d %10.1f %9.2f %12.2f %9.1f %14.1f", r->B, r->bytes.weights / 1e6,
-                r->bytes.activations / 1e6, r->bytes.standins / 1e6, limit_us(&r->bytes),
-                standin_limit_us(&r->bytes));
-        for (int mode = 1; mode <= NMODES; mode++)
-            cell(out, 16, "%.1f%%", pct_of_limit(r, mode), pct_of_limit(r, mode) > 0);
-        fputc('\n', out);
-    }
-}
-
-/* The per-op breakdown of one batch size: each mode's kinds in step order,
-** then the stand-ins apart; "-" where a mode does not run a kind. */
-static void print_ops(FILE *out, const result *r)
-{
-    double sum[NMODES + 1] = {0};
-    fprintf(out, "  per op kind, us per step (each kind alone in a graph; the sum exceeds a step by the launch gaps "
-                 "it hides)\n");
-    fprintf(out, "    %-34s", "op");
-    for (int mode = 1; mode <= NMODES; mode++)
-        fprintf(out, " %10s", mode == 1 ? "(1)" : mode == 2 ? "(2)" : mode == 3 ? "(3)" : "(4)");
-    fputc('\n', out);
-    for (int i = 0; i < K_COUNT; i++) {
-        enum op_kind k = op_order[i];
-        if (k == K_ATTN) { /* the stand-ins from here on */
-            fprintf(out, "    %-34s", "sum without the stand-ins");
-            for (int mode = 1; mode <= NMODES; mode++)
-                cell(out, 10, "%.1f", sum[mode], sum[mode] > 0);
-            fprintf(out, "\n    stand-ins (every mode runs them):\n");
-        }
-        fprintf(out, "    %-34s", op_names[k]);
-        for (int mode = 1; mode <= NMODES; mode++) {
-            int ran = r->op_us[mode][k] > 0;
-            cell(out, 10, "%.1f", r->op_us[mode][k], ran);
-            if (ran && k != K_ATTN && k != K_LINEAR)
-                sum[mode] += r->op_us[mode][k];
-        }
-        fputc('\n', out);
-    }
-    fprintf(out, "    * its 18 weights (2.4 MB) stay in L2 across replays of a graph of this kind alone: warm, unlike "
-                 "the\n      other GEMVs (and unlike in a whole step, where 3.76 GB of other weights pass through "
-                 "L2)\n");
-}
-
 int main(int argc, char **argv)
 {
     decode_args a;
@@ -724,8 +373,8 @@ int main(int argc, char **argv)
     int st = decode_args_parse(argc, argv, &a, err, sizeof err);
     if (a.no_standins)
         step_mask = ALL_OPS & ~((1u << K_ATTN) | (1u << K_LINEAR) | (1u << K_SILU_MUL));
-    no_standins = a.no_standins;
-    run_modes = a.modes;
+    report_cfg.no_standins = a.no_standins;
+    report_cfg.modes = a.modes;
     if (st == DECODE_ARGS_HELP) {
         fputs(decode_args_usage(), stdout);
         return 0;
@@ -837,10 +486,10 @@ int main(int argc, char **argv)
         goto done;
     m.fault = fault;
     fprintf(out, "weights %.2f GB (synthetic), cache %s\n", (double)m.weight_bytes / 1e9, db);
-    if (model_read_ceiling(&m, sms, &read_gbps))
+    if (model_read_ceiling(&m, sms, &report_cfg.read_gbps))
         goto done;
     fprintf(out, "read ceiling %.0f GB/s (the tuner's streaming-read kernel over the 1.02 GB lm_head weight)\n",
-            read_gbps);
+            report_cfg.read_gbps);
     if (fault)
         fprintf(stderr, "decode: DECODE_FAULT=%s: mode 4 runs with this bug; the agreement check must fail\n",
                 fault_env);
@@ -878,27 +527,27 @@ int main(int argc, char **argv)
 
     /* the text report */
     if (a.nbatch) {
-        print_batch_tables(out, res, a.nbatch, a.steps);
+        report_batch_tables(out, res, a.nbatch, a.steps);
         for (int i = 0; i < a.nbatch; i++) {
             const result *r = &res[i];
             fprintf(out, "\nB=%d:\n", r->B);
             for (int mode = MODE_ATK; mode <= NMODES; mode++) {
                 paths t;
-                paths_total(r->p[mode], &t);
+                report_paths_total(r->p[mode], &t);
                 if (!t.calls)
                     continue;
                 fprintf(out, "  (%d) atk calls in one captured step (tuned/bucket/inferred/fallback %llu/%llu/%llu/"
                              "%llu):\n",
                         mode, t.tuned, t.bucket, t.inferred, t.fallback);
-                print_paths(out, r->p[mode], "    ");
+                report_paths(out, r->p[mode], "    ");
             }
-            print_checks(out, r, "hidden state:");
+            report_checks(out, r, "hidden state:");
             if (r->have_ops)
-                print_ops(out, r);
+                report_ops(out, r);
         }
     }
     if (a.ntrace) {
-        double per_step = (double)trace_tokens / a.steps, lim = limit_us(&tr.bytes);
+        double per_step = (double)trace_tokens / a.steps, lim = report_limit_us(&tr.bytes);
         fprintf(out, "\ntrace of %d steps (%d distinct M: one graph each per mode, replayed in trace order, %d "
                      "steps cycling through it; %lld tokens; median of %d rounds)\n  M:",
                 a.ntrace, nd, a.steps, trace_tokens, ROUNDS);
@@ -907,27 +556,27 @@ int main(int argc, char **argv)
         fprintf(out, "%s\n", a.ntrace > 32 ? ",..." : "");
         if (lim > 0)
             fprintf(out, "  limit of the mean step: %.1f us (%.1f of it stand-ins) at %.0f GB/s\n", lim,
-                    standin_limit_us(&tr.bytes), read_gbps);
+                    report_standin_limit_us(&tr.bytes), report_cfg.read_gbps);
         fprintf(out, "  %-40s %10s %12s %8s %11s\n", "mode", "us/step", "tokens/s", "vs (2)", "% of limit");
         for (int mode = 1; mode <= NMODES; mode++)
             if (tr.t[mode].med > 0) {
-                fprintf(out, "  (%d) %-36s %10.1f %12.1f", mode, mode_names[mode], tr.t[mode].med,
+                fprintf(out, "  (%d) %-36s %10.1f %12.1f", mode, report_mode_names[mode], tr.t[mode].med,
                         1e6 * per_step / tr.t[mode].med);
-                cell(out, 7, "%.2fx", tr.t[2].med / tr.t[mode].med, tr.t[2].med > 0);
-                cell(out, 11, "%.1f%%", pct_of_limit(&tr, mode), pct_of_limit(&tr, mode) > 0);
+                report_cell(out, 8, "%.2fx", tr.t[2].med / tr.t[mode].med, tr.t[2].med > 0);
+                report_cell(out, 11, "%.1f%%", report_pct_of_limit(&tr, mode), report_pct_of_limit(&tr, mode) > 0);
                 fputc('\n', out);
             }
         for (int mode = MODE_ATK; mode <= NMODES; mode++) {
             paths t;
-            paths_total(tr.p[mode], &t);
+            report_paths_total(tr.p[mode], &t);
             if (!t.calls)
                 continue;
             fprintf(out, "  (%d) atk calls over the %d replayed steps (each distinct M's captured step, times its "
                          "steps):\n",
                     mode, a.steps);
-            print_paths(out, tr.p[mode], "    ");
+            report_paths(out, tr.p[mode], "    ");
         }
-        print_checks(out, &tr, "every distinct M, hidden state:");
+        report_checks(out, &tr, "every distinct M, hidden state:");
     }
     if (all_fallback)
         fprintf(out, "\nnote: atk loaded nothing tuned for this GPU: (3) and (4) ran on fallback only\n");
@@ -935,30 +584,30 @@ int main(int argc, char **argv)
 
     if (jf) {
         fputs("{\"device\": ", jf);
-        jstr(jf, name);
+        report_jstr(jf, name);
         fprintf(jf, ", \"cc\": %d, \"steps\": %d, \"rounds\": %d, \"db\": ", 10 * major + minor, a.steps, ROUNDS);
-        jstr(jf, db);
+        report_jstr(jf, db);
         fprintf(jf, ", \"atk\": %s, \"atk_all_fallback\": %s, \"weights_gb\": %.4g, \"read_gbps\": ",
                 have_atk ? "true" : "false", all_fallback ? "true" : "false", (double)m.weight_bytes / 1e9);
-        jnum(jf, read_gbps, read_gbps > 0);
+        report_jnum(jf, report_cfg.read_gbps, report_cfg.read_gbps > 0);
         fputs(", \"modes\": [", jf);
         for (int mode = 1, first = 1; mode <= NMODES; mode++)
-            if (run_modes & (1u << mode)) {
+            if (report_cfg.modes & (1u << mode)) {
                 fputs(first ? "" : ", ", jf);
-                jstr(jf, mode_keys[mode]);
+                report_jstr(jf, report_mode_keys[mode]);
                 first = 0;
             }
         fputs("], \"standins_timed\": ", jf);
-        fputs(no_standins ? "false" : "true", jf);
+        fputs(report_cfg.no_standins ? "false" : "true", jf);
         fputs(", \"op_kinds\": [", jf);
         for (int k = 0; k < K_COUNT; k++) {
             fputs(k ? ", " : "", jf);
-            jstr(jf, op_names[k]);
+            report_jstr(jf, report_op_names[k]);
         }
         fputs("],\n \"batch\": [", jf);
         for (int i = 0; i < a.nbatch; i++) {
             fprintf(jf, "%s\n  {\"B\": %d, ", i ? "," : "", res[i].B);
-            json_result(jf, &res[i], res[i].B);
+            report_json(jf, &res[i], res[i].B);
             fputc('}', jf);
         }
         fputs("],\n \"trace\": ", jf);
@@ -970,7 +619,7 @@ int main(int argc, char **argv)
             for (int i = 0; i < nd; i++)
                 fprintf(jf, "%s%d", i ? ", " : "", distinct[i]);
             fprintf(jf, "], \"steps\": %d, \"tokens\": %lld, ", a.steps, trace_tokens);
-            json_result(jf, &tr, (double)trace_tokens / a.steps);
+            report_json(jf, &tr, (double)trace_tokens / a.steps);
             fputc('}', jf);
         } else
             fputs("null", jf);
