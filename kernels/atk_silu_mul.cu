@@ -11,10 +11,7 @@
 ** grid are strided.
 ** Standalone: nvcc -arch=sm_90 -cubin -I templates kernels/atk_silu_mul.cu
 */
-#include "common/dtype.cuh"
-
-/* [SILU_MUL] the same expression as at_silu_mul in templates/common/gemv_fuse.cuh */
-__device__ __forceinline__ float atk_silu_mul_f(float g, float u) { return g / (1.0f + __expf(-g)) * u; }
+#include "common/gemv_fuse.cuh" /* at_silu_mul: the fused epilogue's expression */
 
 extern "C" __global__ void __launch_bounds__(256)
 silu_mul(const at_elem *__restrict__ g, const at_elem *__restrict__ u, at_elem *__restrict__ y, int M, int N, int ld)
@@ -24,6 +21,6 @@ silu_mul(const at_elem *__restrict__ g, const at_elem *__restrict__ u, at_elem *
         return;
     for (int m = (int)blockIdx.y; m < M; m += (int)gridDim.y) {
         const long long s = (long long)m * ld + i;
-        y[(long long)m * N + i] = at_from_float(atk_silu_mul_f(at_to_float(g[s]), at_to_float(u[s])));
+        y[(long long)m * N + i] = at_from_float(at_silu_mul(at_to_float(g[s]), at_to_float(u[s])));
     }
 }
