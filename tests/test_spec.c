@@ -1061,8 +1061,8 @@ static void test_gemv_spec_serves_the_fused_ops(void)
             CHECK_EQ_INT(at_shape_parse(shapes[k], 3, &pb.shape), AT_OK);
             CHECK_EQ_INT(at_spec_expand(sp, &pb, &c, &n), AT_OK);
             for (int j = 0; j < n; j++) {
-                bad_param += at_candidate_param(&c[j], "TP_NORM", -1) != ops[i].norm ||
-                             at_candidate_param(&c[j], "TP_SWIGLU", -1) != ops[i].swiglu ||
+                bad_param += at_candidate_param(&c[j], "TP_NORM", 0) != ops[i].norm ||
+                             at_candidate_param(&c[j], "TP_SWIGLU", 0) != ops[i].swiglu ||
                              at_candidate_param(&c[j], "TP_ADD", 0) != 0;
                 if (c[j].pruned_by[0])
                     continue;
