@@ -120,7 +120,7 @@ typedef struct at_device_info {
 ** library rebuilds the key from a table row's fields with at_key_text_*
 ** (key.c), the one implementation of the text and its digest. */
 typedef struct at_key {
-    char op[24];
+    char op[32]; /* the longest op name, gemma_rmsnorm_gemv_swiglu, has 25 characters */
     at_dtype dtype;
     char shape[64];     /* at_shape_format */
     char device[128];

@@ -12,7 +12,7 @@
 
 /* A tuned shape of the winners table. */
 typedef struct at_tuned_shape {
-    char op[24];
+    char op[32];
     at_dtype dtype;
     char shape[64];
 } at_tuned_shape;
@@ -21,7 +21,7 @@ typedef struct at_tuned_shape {
 typedef struct at_validation {
     char device[128];
     int cc, sms;
-    char op[24];
+    char op[32];
     at_dtype dtype;
     char shape[64];         /* the call: "12x2048x8192", "5x2048" */
     char path[16];          /* "tuned", "bucket", "inferred", "fallback" */

@@ -91,8 +91,13 @@ enum atk_flags {
                                   tuned M of the same K, N still serves)      */
     ATK_NO_NVRTC = 1u << 3,    /* never recompile a cubin that does not load  */
     ATK_SAME_DRIVER = 1u << 4, /* only entries tuned under the present driver */
-    ATK_NO_OVERRIDES = 1u << 5 /* ignore validation overrides: the table as
+    ATK_NO_OVERRIDES = 1u << 5, /* ignore validation overrides: the table as
                                   tuned (what `autotune validate` measures) */
+    ATK_UNFUSED = 1u << 6      /* load no fused-op entry: every fused call runs
+                                  its unfused sequence over the tuned norm and
+                                  GEMV entries (path FALLBACK; the yardstick
+                                  the tuner and validate time a fused kernel
+                                  against) */
 };
 
 /* How a call was (or would be) served. The dispatch rule, in order:
@@ -213,7 +218,7 @@ ATK_API int atk_open_dry(const char *path, const atk_table *table, const atk_gpu
 ATK_API void atk_close(atk_ctx *ctx);
 
 /* ----------------------------------------------------------------- calls
-** Launch path (all six calls): no allocation, no synchronization, no
+** Launch path (every call): no allocation, no synchronization, no
 ** module loading, no NVRTC; safe inside CUDA graph capture and from many
 ** threads at once (the context is immutable; counters are atomic). atk's
 ** own kernels are loaded at atk_open; a GEMV that falls back to cuBLAS runs
@@ -265,7 +270,13 @@ ATK_API int atk_gemv_add(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, 
 ** atk_fused_scratch_bytes(op, dtype, M, K, N) bytes, 16-byte aligned, not
 ** overlapping the other buffers; it is passed always (a call may fall
 ** back at any M) and is never read by a fused kernel. y must not overlap x,
-** w or the weights. M, K, N in 1..INT_MAX. Graph-safe as every call. */
+** w or the weights. M, K, N in 1..INT_MAX. Graph-safe as every call.
+** A fused call counts once, in its own op's atk_stats (the unfused
+** sequence's norm and GEMV count nowhere); ATK_STRICT applies to the fused
+** call (a stored "unfused" answer is TUNED), not to its components. A dry
+** context checks a fused call's pointers (NULL, scratch alignment) unless
+** every one is NULL (a planning call). ATK_UNFUSED at open: no fused
+** kernel, every fused call runs the unfused sequence. */
 ATK_API int atk_rmsnorm_gemv(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N,
                              const void *x, const void *w, const void *W, void *y, float eps, void *scratch);
 ATK_API int atk_gemma_rmsnorm_gemv(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N,

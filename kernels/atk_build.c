@@ -79,6 +79,7 @@ int atk__ctx_build(atk_ctx *ctx, atk_rows *rows, atk_sources *src)
     size_t nc = 0;
     int st = ATK_OK, nvrtc = linked_nvrtc();
     char why[512];
+    size_t unfused = 0;
     in->for_this_gpu = rows->n;
     if (rows->n && !(c = calloc(rows->n, sizeof *c)))
         return atk__fail(NULL, ATK_ERR_NOMEM, "atk: out of memory");
@@ -89,11 +90,18 @@ int atk__ctx_build(atk_ctx *ctx, atk_rows *rows, atk_sources *src)
             in->failed++;
             continue;
         }
+        if ((ctx->flags & ATK_UNFUSED) && atk__is_fused(c[nc].e.op)) {
+            unfused++; /* neither loaded nor failed: set aside on request */
+            continue;
+        }
         c[nc].r = r;
         c[nc].rank_driver = r->driver_version != in->driver_version;
         c[nc].rank_nvrtc = r->nvrtc_version != nvrtc;
         nc++;
     }
+    if (unfused)
+        atk__report(ctx, "  %zu fused-op entr%s not loaded (ATK_UNFUSED): the unfused sequence serves those calls",
+                    unfused, unfused == 1 ? "y" : "ies");
     if (nc)
         qsort(c, nc, sizeof *c, cmp_cand);
     if (nc && !(ctx->entries = calloc(nc, sizeof *ctx->entries))) {

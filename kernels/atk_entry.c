@@ -68,6 +68,8 @@ static int parse_params(const char *text, atk_params *p)
         {"TP_NT", offsetof(atk_params, nt)},
         {"TP_KSPLIT", offsetof(atk_params, ksplit)},
         {"TP_ADD", offsetof(atk_params, add)},
+        {"TP_NORM", offsetof(atk_params, norm)},
+        {"TP_SWIGLU", offsetof(atk_params, swiglu)},
     };
     memset(p, 0, sizeof *p);
     for (const char *s = text; *s;) {
@@ -195,9 +197,12 @@ int atk__entry_init(atk_entry *e, const atk_row *r, char *why, size_t len)
     ** as strategy "naive" with the norm_naive cubin, the same source as
     ** atk's built-in fallback, so the built-in one serves it (no second
     ** module; fp32-weight rows are refused below). [NAIVE_WINNER]
-    ** tuner/op_norm.c writes it. */
+    ** tuner/op_norm.c writes it. A fused op's baseline answer is strategy
+    ** "unfused" (params "atk unfused sequence", no kernel): the runtime's
+    ** own unfused sequence serves it. [UNFUSED_WINNER] tuner/op_fused.c. */
     if ((!r->kernel[0] && !r->cubin_size) ||
-        (!atk__is_gemv(e->op) && !strcmp(r->strategy, "naive") && !strstr(r->params, "TP_WFP32=1"))) {
+        (!atk__is_gemv(e->op) && !strcmp(r->strategy, "naive") && !strstr(r->params, "TP_WFP32=1")) ||
+        (atk__is_fused(e->op) && !strcmp(r->strategy, "unfused"))) {
         e->strategy = ATK_S_BASELINE;
         e->pdl = 0;
         return 1;
@@ -225,6 +230,19 @@ int atk__entry_init(atk_entry *e, const atk_row *r, char *why, size_t len)
     if (atk__is_gemv(e->op) && e->p.add != (e->op == ATK_OP_GEMV_ADD)) {
         snprintf(why, len, "TP_ADD=%d is not %s's (TP_ADD=%d)", e->p.add, atk_op_name(e->op),
                  e->op == ATK_OP_GEMV_ADD);
+        return 0;
+    }
+    /* the fused forms take 9 arguments and compute another function: a
+    ** kernel launched for an op whose TP_NORM / TP_SWIGLU differ would read
+    ** its arguments wrongly */
+    if (atk__is_gemv(e->op) && e->p.norm != atk__fused_norm(e->op)) {
+        snprintf(why, len, "TP_NORM=%d is not %s's (TP_NORM=%d)", e->p.norm, atk_op_name(e->op),
+                 atk__fused_norm(e->op));
+        return 0;
+    }
+    if (atk__is_gemv(e->op) && e->p.swiglu != atk__fused_swiglu(e->op)) {
+        snprintf(why, len, "TP_SWIGLU=%d is not %s's (TP_SWIGLU=%d)", e->p.swiglu, atk_op_name(e->op),
+                 atk__fused_swiglu(e->op));
         return 0;
     }
     if (!atk__is_gemv(e->op) && e->p.wfp32) {

@@ -54,8 +54,17 @@ const char *atk_errstr(int status)
 }
 
 /* [NORM_OP] the spec op names, in enum atk_op order. */
-static const char *const op_names[ATK_NOPS] = {"gemv", "rmsnorm", "add_rmsnorm", "gemma_rmsnorm",
-                                               "add_gemma_rmsnorm", "gemv_add"};
+static const char *const op_names[ATK_NOPS] = {"gemv",
+                                               "rmsnorm",
+                                               "add_rmsnorm",
+                                               "gemma_rmsnorm",
+                                               "add_gemma_rmsnorm",
+                                               "gemv_add",
+                                               "rmsnorm_gemv",
+                                               "gemma_rmsnorm_gemv",
+                                               "gemv_swiglu",
+                                               "rmsnorm_gemv_swiglu",
+                                               "gemma_rmsnorm_gemv_swiglu"};
 
 const char *atk_op_name(int op) { return op >= 0 && op < ATK_NOPS ? op_names[op] : "?"; }
 

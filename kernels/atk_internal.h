@@ -71,7 +71,7 @@ int atk__cuda_check(const atk_ctx *ctx, const atk_driver *d, CUresult r, const c
 ** borrowed (from the C table) or owned (cubin_owned). */
 typedef struct atk_row {
     char key_sha[65];
-    char op[24], dtype[24], shape[64], device[128];
+    char op[32], dtype[24], shape[64], device[128];
     int cc, sms, driver_version, nvrtc_version;
     char space_sha[65], options[160], tuner_version[16];
     char strategy[48], kernel[48], template_name[128], params[256];
@@ -132,6 +132,7 @@ typedef struct atk_params {
     int vec, warps, rows, wpr, tpr, rpb, threads, split, pdl, op, wfp32, dtype;
     int tokens, mt, nt, ksplit; /* multi_token, mma, mma_bulk */
     int add;                    /* TP_ADD: the GEMV epilogue adds into y (gemv_add) */
+    int norm, swiglu;           /* TP_NORM (1 RMSNorm, 2 Gemma), TP_SWIGLU: the fused ops */
 } atk_params;
 
 /* One loaded answer for (op, dtype, shape). */
@@ -231,6 +232,8 @@ struct atk_ctx {
     atk_memo_slot *memo;
     CUmodule naive_mod[ATK_NOPS][2];
     CUfunction naive_fn[ATK_NOPS][2]; /* [op][dtype-1]; the GEMV ops' unused */
+    CUmodule silu_mod[2];
+    CUfunction silu_fn[2]; /* [dtype-1]: the fused ops' unfused SiLU-mul (atk_silu_mul.cu) */
     atk_blas blas[ATK_BLAS_HANDLES];
     atk_counters count[ATK_NOPS];
     char *report;
@@ -267,7 +270,8 @@ int atk__open_common(const char *path, const atk_table *table, atk_reader reader
 /* Loads the cubin of e from r (recompiling when allowed); 0 on success. */
 int atk__entry_load(atk_ctx *ctx, atk_entry *e, const atk_row *r, atk_sources *src, char *why,
                     size_t len);
-/* Loads the embedded naive fused norms (all ops, both dtypes). */
+/* Loads the embedded naive fused norms (all ops, both dtypes) and the
+** SiLU-mul kernel of the fused ops' unfused sequence. */
 int atk__fallback_load(atk_ctx *ctx);
 /* Creates the cuBLAS handles with their workspaces. */
 int atk__blas_create(atk_ctx *ctx);
@@ -292,11 +296,32 @@ void atk__report_buckets(atk_ctx *ctx);
 int atk__nvrtc_compile(const char *name, const char *source, atk_sources *src, const char *options,
                        const char *params, void **cubin, size_t *size, char *why, size_t len);
 
-/* The GEMV ops (gemv, gemv_add): MxKxN shapes, the GEMV templates, a
-** cuBLAS fallback; the others are the norms (TxH). */
+/* The GEMV ops (gemv, gemv_add and the fused decode ops): MxKxN shapes,
+** the GEMV templates; the others are the norms (TxH). */
 static inline int atk__is_gemv(int op)
 {
-    return op == ATK_OP_GEMV || op == ATK_OP_GEMV_ADD;
+    return op == ATK_OP_GEMV || op == ATK_OP_GEMV_ADD || (op >= ATK_OP_RMSNORM_GEMV && op < ATK_NOPS);
+}
+
+/* The fused decode ops (rmsnorm_gemv ... gemma_rmsnorm_gemv_swiglu): their
+** fallback is the unfused sequence, not cuBLAS. */
+static inline int atk__is_fused(int op)
+{
+    return op >= ATK_OP_RMSNORM_GEMV && op < ATK_NOPS;
+}
+
+/* A fused op's TP_NORM (0 none, 1 RMSNorm, 2 Gemma) and TP_SWIGLU (0, 1);
+** 0 for every other op. [FUSED_OPS] search/gemv.lua sets the same values. */
+static inline int atk__fused_norm(int op)
+{
+    return op == ATK_OP_RMSNORM_GEMV || op == ATK_OP_RMSNORM_GEMV_SWIGLU               ? 1
+           : op == ATK_OP_GEMMA_RMSNORM_GEMV || op == ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU ? 2
+                                                                                       : 0;
+}
+
+static inline int atk__fused_swiglu(int op)
+{
+    return op == ATK_OP_GEMV_SWIGLU || op == ATK_OP_RMSNORM_GEMV_SWIGLU || op == ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU;
 }
 
 /* op name <-> enum atk_op; dtype name <-> enum atk_dtype (-1 if unknown). */

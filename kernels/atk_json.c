@@ -121,7 +121,7 @@ static int read_doc(const char *path, const at_json *root, const char *name, int
             return at_json_fail(&d, "validations", "expected an array");
         for (size_t j = 0; vals && j < vals->count; j++) {
             const at_json *v = &vals->items[j];
-            char op[24], dtype[16], shape[64], chosen[65], verdict[16];
+            char op[32], dtype[16], shape[64], chosen[65], verdict[16];
             double us = 0.0, base_us = 0.0;
             snprintf(d.where + base, sizeof d.where - base, ".validations[%zu]", j);
             if (v->type != AT_JSON_OBJECT)

@@ -1,10 +1,12 @@
 /*
-** atk_launch.c — the six calls an engine makes per step. Each validates its
-** arguments, asks atk_lookup.c which kernel serves the shape, counts the
+** atk_launch.c — the eleven calls an engine makes per step. Each validates
+** its arguments, asks atk_lookup.c which kernel serves the shape, counts the
 ** answer, and enqueues one launch: a tuned, bucket or inferred kernel (with PDL
 ** when it was tuned with TP_PDL=1), cuBLAS for a GEMV fallback (beta = 1
 ** for gemv_add: one call, no scratch), the built-in
-** naive fused kernel for a norm fallback. Nothing here allocates, waits,
+** naive fused kernel for a norm fallback; a fused op's fallback is its
+** unfused sequence (norm, GEMV, SiLU-mul: two to four launches into the
+** caller's scratch). Nothing here allocates, waits,
 ** loads or compiles, so the calls are safe in CUDA graph capture; the only
 ** shared mutable state is atomic (counters, memo, cuBLAS handle claims).
 */
@@ -146,20 +148,30 @@ static int aligned(const atk_entry *e, const void *a, const void *b, const void 
 }
 
 /* The lookup's answer, demoted to fallback when the pointers do not suit
-** the kernel (not in dry contexts: their pointers are never used); counted;
-** ATK_ERR_MISS in strict mode for anything but an exact tuned entry. */
+** the kernel (not in dry contexts: their pointers are never used). Counts
+** nothing: the fused ops' unfused sequence picks its components with it. */
+static int pick(atk_ctx *ctx, int op, int dtype, int M, int K, int N, const void *const ptr[4], int *path,
+                int *demoted)
+{
+    int entry = atk__lookup(ctx, op, dtype, M, K, N, path);
+    *demoted = 0;
+    if (entry >= 0 && *path != ATK_PATH_FALLBACK && !ctx->dry && ctx->entries[entry].strategy != ATK_S_BASELINE &&
+        !aligned(&ctx->entries[entry], ptr[0], ptr[1], ptr[2], ptr[3])) {
+        *path = ATK_PATH_FALLBACK;
+        *demoted = 1;
+        return -1;
+    }
+    return entry;
+}
+
+/* pick, counted; ATK_ERR_MISS in strict mode for anything but an exact
+** tuned entry. */
 static int choose(atk_ctx *ctx, int op, int dtype, int M, int K, int N, const void *const ptr[4], int *entry,
                   int *path)
 {
     atk_counters *c = &ctx->count[op];
-    int demoted = 0;
-    *entry = atk__lookup(ctx, op, dtype, M, K, N, path);
-    if (*entry >= 0 && *path != ATK_PATH_FALLBACK && !ctx->dry && ctx->entries[*entry].strategy != ATK_S_BASELINE &&
-        !aligned(&ctx->entries[*entry], ptr[0], ptr[1], ptr[2], ptr[3])) {
-        *entry = -1;
-        *path = ATK_PATH_FALLBACK;
-        demoted = 1;
-    }
+    int demoted;
+    *entry = pick(ctx, op, dtype, M, K, N, ptr, path, &demoted);
     if ((ctx->flags & ATK_STRICT) && *path != ATK_PATH_TUNED) {
         INC(c->missed);
         return atk__fail(ctx, ATK_ERR_MISS, "atk_%s %s %dx%d%s%.0d: no tuned entry%s (strict mode)", atk_op_name(op),
@@ -175,6 +187,32 @@ static int choose(atk_ctx *ctx, int op, int dtype, int M, int K, int N, const vo
     else
         INC(c->fallback);
     return ATK_OK;
+}
+
+/* The launch geometry of e for this call: the stored one when tuned here. */
+static void geometry(const atk_entry *e, int path, int M, int K, int N, unsigned grid[3], unsigned block[3])
+{
+    if (path == ATK_PATH_TUNED) {
+        memcpy(grid, e->grid, 3 * sizeof *grid);
+        memcpy(block, e->block, 3 * sizeof *block);
+    } else {
+        atk__entry_geometry(e, M, K, N, grid, block);
+    }
+}
+
+/* Enqueues a decided GEMV-op call (gemv or gemv_add; the context is
+** current): the entry's kernel, or cuBLAS (beta = 1 for gemv_add). */
+static int gemv_run(atk_ctx *ctx, int op, CUstream s, int dtype, int M, int K, int N, const void *x, const void *W,
+                    void *y, int entry, int path)
+{
+    const atk_entry *e = entry >= 0 && path != ATK_PATH_FALLBACK ? &ctx->entries[entry] : NULL;
+    if (!e || e->strategy == ATK_S_BASELINE)
+        return gemv_cublas(ctx, s, dtype, M, K, N, x, W, y, op == ATK_OP_GEMV_ADD ? 1.0f : 0.0f);
+    unsigned grid[3], block[3];
+    CUdeviceptr dx = (CUdeviceptr)(uintptr_t)x, dw = (CUdeviceptr)(uintptr_t)W, dy = (CUdeviceptr)(uintptr_t)y;
+    void *args[] = {&dx, &dw, &dy, &M, &K, &N};
+    geometry(e, path, M, K, N, grid, block);
+    return launch(ctx, e->fn, e->kernel, grid, block, e->smem, e->pdl, s, args);
 }
 
 /* atk_gemv and atk_gemv_add: one body; y is the residual for gemv_add (its
@@ -201,23 +239,7 @@ static int gemv_call(atk_ctx *ctx, int op, atk_stream stream, int dtype, int64_t
     }
     if ((st = enter(ctx, &pushed)) != ATK_OK)
         return st;
-    const atk_entry *e = entry >= 0 && path != ATK_PATH_FALLBACK ? &ctx->entries[entry] : NULL;
-    CUstream s = (CUstream)stream;
-    if (!e || e->strategy == ATK_S_BASELINE) {
-        st = gemv_cublas(ctx, s, dtype, (int)M, (int)K, (int)N, x, W, y, op == ATK_OP_GEMV_ADD ? 1.0f : 0.0f);
-    } else {
-        unsigned grid[3], block[3];
-        CUdeviceptr dx = (CUdeviceptr)(uintptr_t)x, dw = (CUdeviceptr)(uintptr_t)W, dy = (CUdeviceptr)(uintptr_t)y;
-        int m = (int)M, k = (int)K, n = (int)N;
-        void *args[] = {&dx, &dw, &dy, &m, &k, &n};
-        if (path == ATK_PATH_TUNED) {
-            memcpy(grid, e->grid, sizeof grid);
-            memcpy(block, e->block, sizeof block);
-        } else {
-            atk__entry_geometry(e, m, k, n, grid, block);
-        }
-        st = launch(ctx, e->fn, e->kernel, grid, block, e->smem, e->pdl, s, args);
-    }
+    st = gemv_run(ctx, op, (CUstream)stream, dtype, (int)M, (int)K, (int)N, x, W, y, entry, path);
     leave(ctx, pushed);
     if (st == ATK_OK)
         atk__clear(ctx);
@@ -234,6 +256,23 @@ int atk_gemv_add(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t 
                  const void *W, void *residual)
 {
     return gemv_call(ctx, ATK_OP_GEMV_ADD, stream, dtype, M, K, N, x, W, residual);
+}
+
+/* Enqueues a decided norm call (the context is current): the entry's
+** kernel or the built-in naive fused norm; (x, residual, w, y, T, H, eps),
+** as every norm template. */
+static int norm_run(atk_ctx *ctx, int op, CUstream s, int dtype, int T, int H, const void *x, void *residual,
+                    const void *w, void *y, float eps, int entry, int path)
+{
+    const atk_entry *e = entry >= 0 && path != ATK_PATH_FALLBACK ? &ctx->entries[entry] : NULL;
+    CUdeviceptr dx = (CUdeviceptr)(uintptr_t)x, dr = (CUdeviceptr)(uintptr_t)residual,
+                dw = (CUdeviceptr)(uintptr_t)w, dy = (CUdeviceptr)(uintptr_t)y;
+    void *args[] = {&dx, &dr, &dw, &dy, &T, &H, &eps};
+    unsigned grid[3] = {(unsigned)T, 1, 1}, block[3] = {256, 1, 1};
+    if (!e || e->strategy == ATK_S_BASELINE)
+        return launch(ctx, ctx->naive_fn[op][dtype - 1], "norm_naive", grid, block, 0, 0, s, args);
+    geometry(e, path, T, H, 0, grid, block);
+    return launch(ctx, e->fn, e->kernel, grid, block, e->smem, e->pdl, s, args);
 }
 
 /* The RMSNorm family: (x, residual, w, y, T, H, eps), as every norm template. */
@@ -261,23 +300,7 @@ static int norm(atk_ctx *ctx, int op, atk_stream stream, int dtype, int64_t T, i
     }
     if ((st = enter(ctx, &pushed)) != ATK_OK)
         return st;
-    const atk_entry *e = entry >= 0 && path != ATK_PATH_FALLBACK ? &ctx->entries[entry] : NULL;
-    CUdeviceptr dx = (CUdeviceptr)(uintptr_t)x, dr = (CUdeviceptr)(uintptr_t)residual,
-                dw = (CUdeviceptr)(uintptr_t)w, dy = (CUdeviceptr)(uintptr_t)y;
-    int t = (int)T, h = (int)H;
-    void *args[] = {&dx, &dr, &dw, &dy, &t, &h, &eps};
-    unsigned grid[3] = {(unsigned)t, 1, 1}, block[3] = {256, 1, 1};
-    if (!e || e->strategy == ATK_S_BASELINE) {
-        st = launch(ctx, ctx->naive_fn[op][dtype - 1], "norm_naive", grid, block, 0, 0, (CUstream)stream, args);
-    } else {
-        if (path == ATK_PATH_TUNED) {
-            memcpy(grid, e->grid, sizeof grid);
-            memcpy(block, e->block, sizeof block);
-        } else {
-            atk__entry_geometry(e, t, h, 0, grid, block);
-        }
-        st = launch(ctx, e->fn, e->kernel, grid, block, e->smem, e->pdl, (CUstream)stream, args);
-    }
+    st = norm_run(ctx, op, (CUstream)stream, dtype, (int)T, (int)H, x, residual, w, y, eps, entry, path);
     leave(ctx, pushed);
     if (st == ATK_OK)
         atk__clear(ctx);
@@ -306,4 +329,168 @@ int atk_add_gemma_rmsnorm(atk_ctx *ctx, atk_stream stream, int dtype, int64_t T,
                           void *residual, const void *w, void *y, float eps)
 {
     return norm(ctx, ATK_OP_ADD_GEMMA_RMSNORM, stream, dtype, T, H, x, residual, w, y, eps);
+}
+
+/* ------------------------------------------------------ fused decode ops */
+
+static size_t round256(size_t n) { return (n + 255u) & ~(size_t)255u; }
+
+/* The scratch layout of the unfused sequence: the normalized x [M,K] (norm
+** forms), then g and u, [M,N] each (SwiGLU; with a concatenated weight the
+** GEMV's [M,2N] output fills both). Every part starts 256-byte aligned. */
+size_t atk_fused_scratch_bytes(int op, int dtype, int64_t M, int64_t K, int64_t N)
+{
+    if (!atk__is_fused(op) || (dtype != ATK_BF16 && dtype != ATK_FP16) || M < 1 || K < 1 || N < 1 ||
+        M > INT32_MAX || K > INT32_MAX || N > INT32_MAX)
+        return 0;
+    size_t xn = atk__fused_norm(op) ? round256((size_t)M * (size_t)K * 2u) : 0;
+    size_t gu = atk__fused_swiglu(op) ? round256((size_t)M * (size_t)N * 2u) : 0;
+    if (xn > SIZE_MAX - 2 * gu) /* > 2^64 bytes: no such buffer */
+        return 0;
+    return xn + 2 * gu;
+}
+
+/* The unfused sequence (the context is current): norm into scratch, the
+** GEMV(s), SiLU-mul. Each component is chosen by the dispatch rule over
+** its own op's entries (a tuned norm, a tuned GEMV) but counted nowhere:
+** the fused call counted itself. Strict mode applies to the fused call only. */
+static int unfused(atk_ctx *ctx, int op, CUstream s, int dtype, int M, int K, int N, const void *x, const void *w,
+                   const void *Wg, const void *Wu, void *y, float eps, void *scratch)
+{
+    int nrm = atk__fused_norm(op), st, path, entry, demoted;
+    char *sp = scratch;
+    const void *xin = x;
+    if (nrm) {
+        int nop = nrm == 1 ? ATK_OP_RMSNORM : ATK_OP_GEMMA_RMSNORM;
+        const void *const ptr[4] = {x, x, w, sp};
+        entry = pick(ctx, nop, dtype, M, K, 0, ptr, &path, &demoted);
+        if ((st = norm_run(ctx, nop, s, dtype, M, K, x, NULL, w, sp, eps, entry, path)) != ATK_OK)
+            return st;
+        xin = sp;
+        sp += round256((size_t)M * (size_t)K * 2u);
+    }
+    if (!atk__fused_swiglu(op)) {
+        const void *const ptr[4] = {xin, Wg, xin, Wg};
+        entry = pick(ctx, ATK_OP_GEMV, dtype, M, K, N, ptr, &path, &demoted);
+        return gemv_run(ctx, ATK_OP_GEMV, s, dtype, M, K, N, xin, Wg, y, entry, path);
+    }
+    const char *g = sp, *u;
+    int ld;
+    if ((const char *)Wu == (const char *)Wg + (size_t)N * (size_t)K * 2u && 2LL * N <= INT32_MAX) {
+        /* gate_up stored as one [2N,K] weight: one GEMV over 2N rows, the
+        ** shape an engine tunes (1x2048x12288), output [M,2N] */
+        const void *const ptr[4] = {xin, Wg, xin, Wg};
+        entry = pick(ctx, ATK_OP_GEMV, dtype, M, K, 2 * N, ptr, &path, &demoted);
+        if ((st = gemv_run(ctx, ATK_OP_GEMV, s, dtype, M, K, 2 * N, xin, Wg, sp, entry, path)) != ATK_OK)
+            return st;
+        u = sp + (size_t)N * 2u, ld = 2 * N;
+    } else {
+        u = sp + round256((size_t)M * (size_t)N * 2u), ld = N;
+        const void *const pg[4] = {xin, Wg, xin, Wg}, *const pu[4] = {xin, Wu, xin, Wu};
+        entry = pick(ctx, ATK_OP_GEMV, dtype, M, K, N, pg, &path, &demoted);
+        if ((st = gemv_run(ctx, ATK_OP_GEMV, s, dtype, M, K, N, xin, Wg, sp, entry, path)) != ATK_OK)
+            return st;
+        entry = pick(ctx, ATK_OP_GEMV, dtype, M, K, N, pu, &path, &demoted);
+        if ((st = gemv_run(ctx, ATK_OP_GEMV, s, dtype, M, K, N, xin, Wu, (void *)u, entry, path)) != ATK_OK)
+            return st;
+    }
+    CUdeviceptr dg = (CUdeviceptr)(uintptr_t)g, du = (CUdeviceptr)(uintptr_t)u, dy = (CUdeviceptr)(uintptr_t)y;
+    void *args[] = {&dg, &du, &dy, &M, &N, &ld};
+    unsigned grid[3] = {(unsigned)((N + 255) / 256), (unsigned)(M < 65535 ? M : 65535), 1}, block[3] = {256, 1, 1};
+    return launch(ctx, ctx->silu_fn[dtype - 1], "silu_mul", grid, block, 0, 0, s, args);
+}
+
+/* The five fused calls: one body. w is NULL without a norm, Wu NULL
+** without SwiGLU (never read then). */
+static int fused_call(atk_ctx *ctx, int op, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N,
+                      const void *x, const void *w, const void *Wg, const void *Wu, void *y, float eps, void *scratch)
+{
+    int entry, path, st, pushed, nrm = atk__fused_norm(op), swi = atk__fused_swiglu(op);
+    if (!ctx)
+        return atk__fail(NULL, ATK_ERR_USAGE, "atk_%s: NULL context", atk_op_name(op));
+    INC(ctx->count[op].calls);
+    if (dtype != ATK_BF16 && dtype != ATK_FP16)
+        return bad(ctx, op, "dtype must be ATK_BF16 or ATK_FP16");
+    if (M < 1 || K < 1 || N < 1 || M > INT32_MAX || K > INT32_MAX || N > INT32_MAX)
+        return bad(ctx, op, "M, K and N must lie in 1..INT_MAX");
+    if (nrm && !(eps >= 0.0f))
+        return bad(ctx, op, "eps must be a number >= 0");
+    /* a dry context checks the pointers too unless every one is NULL (a
+    ** planning call): then a dry run catches what a real one would */
+    if (!ctx->dry || x || w || Wg || Wu || y || scratch) {
+        if (!x)
+            return bad(ctx, op, "NULL x");
+        if (nrm && !w)
+            return bad(ctx, op, "NULL w (the norm weight)");
+        if (!Wg)
+            return bad(ctx, op, swi ? "NULL Wg" : "NULL W");
+        if (swi && !Wu)
+            return bad(ctx, op, "NULL Wu");
+        if (!y)
+            return bad(ctx, op, "NULL y");
+        if (!scratch)
+            return bad(ctx, op, "NULL scratch (atk_fused_scratch_bytes bytes: the unfused sequence may serve any "
+                                "call)");
+        if ((uintptr_t)scratch & 15u)
+            return bad(ctx, op, "scratch must be 16-byte aligned");
+    }
+    const void *const ptr[4] = {x, Wg, swi ? Wu : Wg, nrm ? w : x};
+    if ((st = choose(ctx, op, dtype, (int)M, (int)K, (int)N, ptr, &entry, &path)) != ATK_OK)
+        return st;
+    if (ctx->dry) {
+        atk__clear(ctx);
+        return ATK_OK;
+    }
+    if ((st = enter(ctx, &pushed)) != ATK_OK)
+        return st;
+    const atk_entry *e = entry >= 0 && path != ATK_PATH_FALLBACK ? &ctx->entries[entry] : NULL;
+    int m = (int)M, k = (int)K, n = (int)N;
+    if (!e || e->strategy == ATK_S_BASELINE) {
+        st = unfused(ctx, op, (CUstream)stream, dtype, m, k, n, x, w, Wg, Wu, y, eps, scratch);
+    } else {
+        /* [FUSED_ARGS] the fused templates' 9 parameters (templates/common/gemv_fuse.cuh) */
+        unsigned grid[3], block[3];
+        CUdeviceptr dx = (CUdeviceptr)(uintptr_t)x, dw = (CUdeviceptr)(uintptr_t)Wg, dy = (CUdeviceptr)(uintptr_t)y,
+                    du = (CUdeviceptr)(uintptr_t)(swi ? Wu : NULL), dn = (CUdeviceptr)(uintptr_t)(nrm ? w : NULL);
+        void *args[] = {&dx, &dw, &dy, &m, &k, &n, &du, &dn, &eps};
+        geometry(e, path, m, k, n, grid, block);
+        st = launch(ctx, e->fn, e->kernel, grid, block, e->smem, e->pdl, (CUstream)stream, args);
+    }
+    leave(ctx, pushed);
+    if (st == ATK_OK)
+        atk__clear(ctx);
+    return st;
+}
+
+int atk_rmsnorm_gemv(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N, const void *x,
+                     const void *w, const void *W, void *y, float eps, void *scratch)
+{
+    return fused_call(ctx, ATK_OP_RMSNORM_GEMV, stream, dtype, M, K, N, x, w, W, NULL, y, eps, scratch);
+}
+
+int atk_gemma_rmsnorm_gemv(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N,
+                           const void *x, const void *w, const void *W, void *y, float eps, void *scratch)
+{
+    return fused_call(ctx, ATK_OP_GEMMA_RMSNORM_GEMV, stream, dtype, M, K, N, x, w, W, NULL, y, eps, scratch);
+}
+
+int atk_gemv_swiglu(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N, const void *x,
+                    const void *Wg, const void *Wu, void *y, void *scratch)
+{
+    return fused_call(ctx, ATK_OP_GEMV_SWIGLU, stream, dtype, M, K, N, x, NULL, Wg, Wu, y, 0.0f, scratch);
+}
+
+int atk_rmsnorm_gemv_swiglu(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N,
+                            const void *x, const void *w, const void *Wg, const void *Wu, void *y, float eps,
+                            void *scratch)
+{
+    return fused_call(ctx, ATK_OP_RMSNORM_GEMV_SWIGLU, stream, dtype, M, K, N, x, w, Wg, Wu, y, eps, scratch);
+}
+
+int atk_gemma_rmsnorm_gemv_swiglu(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N,
+                                  const void *x, const void *w, const void *Wg, const void *Wu, void *y, float eps,
+                                  void *scratch)
+{
+    return fused_call(ctx, ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU, stream, dtype, M, K, N, x, w, Wg, Wu, y, eps,
+                      scratch);
 }

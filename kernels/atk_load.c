@@ -1,8 +1,8 @@
 /*
 ** atk_load.c — everything atk_open loads onto the GPU: each entry's cubin
 ** (rebuilt with NVRTC from its template when it does not load and the
-** source is at hand), the built-in naive fused norms (fatbins embedded at
-** build time), and the cuBLAS handles with their workspaces. After this
+** source is at hand), the built-in naive fused norms and the fused ops'
+** SiLU-mul (fatbins embedded at build time), and the cuBLAS handles with their workspaces. After this
 ** nothing is loaded or allocated again until atk_close.
 */
 #include "atk_internal.h"
@@ -15,6 +15,8 @@
 /* Generated at build time from templates/baseline/norm_naive.cu (see
 ** kernels/CMakeLists.txt): [TP_OP][TP_DTYPE-1], sm_80..sm_90 + PTX. */
 extern const unsigned char *const atk__naive_fatbin[4][2];
+/* The same from kernels/atk_silu_mul.cu: [TP_DTYPE-1]. */
+extern const unsigned char *const atk__silu_fatbin[2];
 
 static char *slurp(const char *path)
 {
@@ -186,6 +188,13 @@ int atk__fallback_load(atk_ctx *ctx)
                                       "cuModuleGetFunction(norm_naive)")) != ATK_OK)
                 return st;
         }
+    for (int d = 0; d < 2; d++)
+        if ((st = atk__cuda_check(NULL, &ctx->cu, ctx->cu.cuModuleLoadData_(&ctx->silu_mod[d], atk__silu_fatbin[d]),
+                                  "loading the built-in silu_mul")) != ATK_OK ||
+            (st = atk__cuda_check(NULL, &ctx->cu, ctx->cu.cuModuleGetFunction_(&ctx->silu_fn[d], ctx->silu_mod[d],
+                                                                                 "silu_mul"),
+                                  "cuModuleGetFunction(silu_mul)")) != ATK_OK)
+            return st;
     return ATK_OK;
 }
 

@@ -195,7 +195,10 @@ static int largest_m(const atk_ctx *ctx, int op, int dtype, int K, int N)
 static void reason(const atk_ctx *ctx, int op, int dtype, int M, int K, int N, int path, const atk_entry *e,
                    atk_choice *out)
 {
-    const char *base = atk__is_gemv(op) ? "cuBLAS" : "the naive fused norm", *m = atk__is_gemv(op) ? "M" : "T";
+    const char *base = atk__is_fused(op)  ? "the unfused sequence"
+                       : atk__is_gemv(op) ? "cuBLAS"
+                                          : "the naive fused norm",
+               *m = atk__is_gemv(op) ? "M" : "T";
     char *r = out->reason;
     size_t len = sizeof out->reason;
     if (e && e->overridden && e->val_wrong) {
@@ -261,7 +264,9 @@ int atk_explain(atk_ctx *ctx, int op, int dtype, int64_t M, int64_t K, int64_t N
             atk__entry_geometry(e, (int)M, (int)K, (int)N, out->grid, out->block);
         }
     } else {
-        out->strategy = atk__is_gemv(op) ? "cublas" : naive;
+        /* a fused op's fallback: norm, GEMV(s), SiLU-mul, each as its own
+        ** call would be served (atk_explain on those ops says how) */
+        out->strategy = atk__is_fused(op) ? "unfused" : atk__is_gemv(op) ? "cublas" : naive;
         out->kernel = atk__is_gemv(op) ? "" : naive;
         out->params = "";
         out->from = e && !e->synthetic ? e->shape : "";

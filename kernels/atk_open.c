@@ -232,6 +232,9 @@ void atk_close(atk_ctx *ctx)
             for (int d = 0; d < 2; d++)
                 if (ctx->naive_mod[o][d])
                     ctx->cu.cuModuleUnload_(ctx->naive_mod[o][d]);
+        for (int d = 0; d < 2; d++)
+            if (ctx->silu_mod[d])
+                ctx->cu.cuModuleUnload_(ctx->silu_mod[d]);
         if (pushed)
             pop_ctx(ctx);
         ctx->cu.cuDevicePrimaryCtxRelease_(ctx->dev);

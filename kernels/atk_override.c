@@ -163,7 +163,8 @@ void atk__report_buckets(atk_ctx *ctx)
                     f->M == ms[k])
                     break;
             }
-            const char *what = f->strategy == ATK_S_BASELINE ? (atk__is_gemv(e->op) ? "cublas" : "naive")
+            const char *what = f->strategy == ATK_S_BASELINE
+                                   ? (atk__is_fused(e->op) ? "unfused" : atk__is_gemv(e->op) ? "cublas" : "naive")
                                                              : f->strategy_name;
             len += (size_t)snprintf(line + len, sizeof line - len, " %s=%d %s%s%s", atk__is_gemv(e->op) ? "M" : "T",
                                     ms[k], what, f->batch ? " (serves smaller)" : "", k + 1 < nm ? "," : "");

@@ -14,24 +14,52 @@
 -- "shape" (it reads the shape only: the strategy is ruled out before
 -- crossing) or the one TP_* it reads (its values are cut before crossing);
 -- see docs/search-spec.md. Runs sandboxed: no io, os, require.
--- One spec, two ops: the loader hands the op as the chunk's `...`
+-- One spec, seven ops: the loader hands the op as the chunk's `...`
 -- (tuner/spec.c). "gemv_add" (residual[M,N] += x . W^T in place) searches the
--- same space with TP_ADD=1, the add in every template's epilogue.
+-- same space with TP_ADD=1, the add in every template's epilogue. The fused
+-- decode ops (templates/common/gemv_fuse.cuh) set TP_NORM (the RMSNorm of x
+-- in the prologue: 1 plain, 2 Gemma) and TP_SWIGLU (y = silu(x.Wg) * (x.Wu),
+-- N the intermediate size); they live in the CUDA-core templates only, and
+-- multi_token serves them up to M = 16 (two groups of 8 tokens), since the
+-- tensor-core templates have no fused form.
 
+local OPS = {
+  gemv                      = { add = 0, norm = 0, swiglu = 0 },
+  gemv_add                  = { add = 1, norm = 0, swiglu = 0 },
+  rmsnorm_gemv              = { add = 0, norm = 1, swiglu = 0 },
+  gemma_rmsnorm_gemv        = { add = 0, norm = 2, swiglu = 0 },
+  gemv_swiglu               = { add = 0, norm = 0, swiglu = 1 },
+  rmsnorm_gemv_swiglu       = { add = 0, norm = 1, swiglu = 1 },
+  gemma_rmsnorm_gemv_swiglu = { add = 0, norm = 2, swiglu = 1 },
+}
 local op = ... or "gemv"
-if op ~= "gemv" and op ~= "gemv_add" then
-  error("search/gemv.lua serves the ops gemv and gemv_add, not " .. tostring(op))
+if not OPS[op] then
+  error("search/gemv.lua serves the ops gemv, gemv_add, rmsnorm_gemv, gemma_rmsnorm_gemv, gemv_swiglu, " ..
+        "rmsnorm_gemv_swiglu and gemma_rmsnorm_gemv_swiglu, not " .. tostring(op))
 end
-local ADD = op == "gemv_add" and 1 or 0
+local ADD, NORM, SWIGLU = OPS[op].add, OPS[op].norm, OPS[op].swiglu
+local FUSED = NORM > 0 or SWIGLU == 1
 
 local function cdiv(a, b) return (a + b - 1) // b end
 
--- A strategy's params, with TP_ADD=1 appended for gemv_add (gemv's
--- candidates keep their parameter strings: TP_ADD=0 is the template default).
+-- A strategy's params, with TP_ADD=1 appended for gemv_add and TP_NORM,
+-- TP_SWIGLU for the fused ops (gemv's candidates keep their parameter
+-- strings: 0 is each one's template default).
 local function params(list)
   if ADD == 1 then list[#list + 1] = { "TP_ADD", { 1 } } end
+  if NORM > 0 then list[#list + 1] = { "TP_NORM", { NORM } } end
+  if SWIGLU == 1 then list[#list + 1] = { "TP_SWIGLU", { 1 } } end
   return list
 end
+
+-- Weight rows a thread holds per output row: SwiGLU reads the gate's and the up's.
+local function wrows(p) return p.TP_ROWS * (1 + SWIGLU) end
+
+-- The tensor-core strategies have no fused form.
+local cuda_cores_fuse = { "cuda_cores_fuse", function(p, s)
+  if FUSED then return op .. ": the fused forms are warp_row, splitk and multi_token" end
+  return true
+end, "shape" }
 
 -- Shared by both strategies.
 local vec_divides_k = { "vec_divides_k", function(p, s)
@@ -56,7 +84,7 @@ end, "TP_PDL" }
 
 local registers_for_loads = { "registers_for_loads", function(p, s)
   -- TP_ROWS*TP_UNROLL vectors in flight per thread; beyond 16 they spill
-  return p.TP_ROWS * p.TP_UNROLL <= 16
+  return wrows(p) * p.TP_UNROLL <= 16
 end }
 
 local bf16_needs_sm80 = { "bf16_needs_sm80", function(p, s)
@@ -212,7 +240,9 @@ return {
         { "multi_token_m", function(p, s)
           -- one block holds all tokens' sums: a few tokens only
           if s.M < 2 then return "M=1: warp_row and splitk" end
-          if s.M > MULTI_TOKEN_MAX_M and not tiny_weights(s) then return "M > " .. MULTI_TOKEN_MAX_M .. ": mma" end
+          if s.M > MULTI_TOKEN_MAX_M and not tiny_weights(s) and not FUSED then
+            return "M > " .. MULTI_TOKEN_MAX_M .. ": mma"
+          end
           return true
         end, "shape" },
         bf16_needs_sm80,
@@ -230,8 +260,8 @@ return {
         vec_divides_k, widest_vec,
         { "registers_for_loads", function(p, s)
           -- weight and activation vectors in flight, and the sums, per thread
-          if (p.TP_ROWS + p.TP_TOKENS) * p.TP_UNROLL > 12 then return "too many vectors in flight" end
-          if p.TP_ROWS * p.TP_TOKENS > 16 then return "more than 16 sums per thread" end
+          if (wrows(p) + p.TP_TOKENS) * p.TP_UNROLL > 12 then return "too many vectors in flight" end
+          if wrows(p) * p.TP_TOKENS > 16 then return "more than 16 sums per thread" end
           return true
         end },
         unroll_within_k(nil),
@@ -261,7 +291,7 @@ return {
         { "TP_PDL",    { 0, 1 } },
       },
       constraints = {
-        mma_m,
+        mma_m, cuda_cores_fuse,
         { "mma_needs_sm80", function(p, s)
           -- mma.sync m16n8k16 with bf16 exists from Ampere on
           if s.arch < 80 then return "mma.m16n8k16.bf16 needs sm_80" end
@@ -384,7 +414,7 @@ return {
         { "TP_PDL",    { 0, 1 } },
       },
       constraints = {
-        mma_m,
+        mma_m, cuda_cores_fuse,
         { "bulk_needs_sm90", function(p, s)
           -- cp.async.bulk with mbarrier transaction counts exists from Hopper on
           if s.arch < 90 then return "bulk copies need sm_90" end
@@ -447,6 +477,9 @@ return {
     },
   },
   -- weights once, activations once, outputs once (at M > 1 only strategies
-  -- that read each weight once are live); gemv_add reads the residual too
-  bytes = function(s) return s.elem * (s.N * s.K + s.M * s.K + (1 + ADD) * s.M * s.N) end,
+  -- that read each weight once are live); gemv_add reads the residual too,
+  -- SwiGLU two weights, the norm its weight vector
+  bytes = function(s)
+    return s.elem * ((1 + SWIGLU) * s.N * s.K + s.M * s.K + (1 + ADD) * s.M * s.N + (NORM > 0 and s.K or 0))
+  end,
 }

@@ -1192,6 +1192,244 @@ static void test_gemv_add(void)
     CHECK_STR_HAS(atk_errmsg(NULL), "atk_gemv_add: NULL context");
 }
 
+/* A fused op's stored baseline answer: the unfused sequence won.
+** [UNFUSED_WINNER] tuner/op_fused.c writes it. */
+static void put_unfused(at_cache *c, const at_key *k)
+{
+    at_winner w;
+    memset(&w, 0, sizeof w);
+    strcpy(w.strategy, "unfused");
+    strcpy(w.params, "atk unfused sequence");
+    w.us = w.baseline_us = 6.1;
+    w.speedup = 1.0;
+    CHECK_EQ_INT(at_cache_put_winner(c, k, &w), AT_OK);
+}
+
+#define MT4_2048 "TP_WARPS=4 TP_WPR=1 TP_ROWS=2 TP_TOKENS=4 TP_VEC=8 TP_UNROLL=1 TP_CACHE=1 TP_PDL=1"
+
+/* The five fused ops: their own entries (TP_NORM, TP_SWIGLU as the op's)
+** serve them exact, as buckets and inferred; a row whose TP_NORM /
+** TP_SWIGLU / TP_ADD does not match its op is refused with the reason; a
+** gemv entry never serves a fused op; the stored "unfused" answer and the
+** fallback are strategy "unfused"; counters per op (the unfused
+** sequence's components count nowhere); strict mode; argument errors name
+** the argument; the scratch size; the JSON and CSV exports carry the rows. */
+static void build_fused_cache(const char *path)
+{
+    at_cache *c = NULL;
+    unlink(path);
+    CHECK_EQ_INT(at_cache_open(path, &c), AT_OK);
+    if (!c)
+        return;
+    at_cache_put_device(c, &H200_INFO);
+    at_key k = key_for(&H200_INFO, "rmsnorm_gemv", "1x2048x2048", AT_BF16);
+    put_kernel(c, &k, "warp_row", "gemv_warp_row", "gemv/gemv_warp_row.cu", WARPROW_2048 " TP_NORM=1 TP_SWIGLU=0",
+               128, 1, 512, 3.1);
+    k = key_for(&H200_INFO, "rmsnorm_gemv", "4x2048x2048", AT_BF16);
+    put_kernel(c, &k, "multi_token", "gemv_multi_token", "gemv/gemv_multi_token.cu", MT4_2048 " TP_NORM=1", 256, 1,
+               128, 3.4);
+    k = key_for(&H200_INFO, "rmsnorm_gemv", "1x2048x8192", AT_BF16); /* a plain GEMV kernel */
+    put_kernel(c, &k, "splitk", "gemv_splitk", "gemv/gemv_splitk.cu", SPLITK_8192, 256, 1, 512, 7.9);
+    k = key_for(&H200_INFO, "rmsnorm_gemv", "1x2048x5120", AT_BF16); /* the Gemma norm under rmsnorm_gemv */
+    put_kernel(c, &k, "splitk", "gemv_splitk", "gemv/gemv_splitk.cu", SPLITK_8192 " TP_NORM=2", 160, 1, 512, 6.1);
+    k = key_for(&H200_INFO, "gemma_rmsnorm_gemv", "1x2048x2048", AT_BF16); /* TP_NORM=1 under Gemma */
+    put_kernel(c, &k, "warp_row", "gemv_warp_row", "gemv/gemv_warp_row.cu", WARPROW_2048 " TP_NORM=1", 128, 1, 512,
+               3.1);
+    k = key_for(&H200_INFO, "gemma_rmsnorm_gemv", "1x2048x4096", AT_BF16); /* an add epilogue */
+    put_kernel(c, &k, "warp_row", "gemv_warp_row", "gemv/gemv_warp_row.cu", WARPROW_2048 " TP_NORM=2 TP_ADD=1", 256,
+               1, 512, 4.1);
+    k = key_for(&H200_INFO, "gemv_swiglu", "1x2048x6144", AT_BF16);
+    put_kernel(c, &k, "splitk", "gemv_splitk", "gemv/gemv_splitk.cu", SPLITK_8192 " TP_SWIGLU=1", 192, 1, 512, 9.0);
+    k = key_for(&H200_INFO, "gemv_swiglu", "1x2048x4096", AT_BF16); /* no SwiGLU epilogue */
+    put_kernel(c, &k, "splitk", "gemv_splitk", "gemv/gemv_splitk.cu", SPLITK_8192, 128, 1, 512, 6.0);
+    k = key_for(&H200_INFO, "rmsnorm_gemv_swiglu", "1x2048x6144", AT_BF16);
+    put_unfused(c, &k);
+    k = key_for(&H200_INFO, "gemma_rmsnorm_gemv_swiglu", "1x2048x6144", AT_BF16);
+    put_kernel(c, &k, "splitk", "gemv_splitk", "gemv/gemv_splitk.cu", SPLITK_8192 " TP_NORM=2 TP_SWIGLU=1", 192, 1,
+               512, 9.5);
+    k = key_for(&H200_INFO, "gemv", "1x2048x2048", AT_BF16); /* gemv's own: never a fused op's */
+    put_kernel(c, &k, "warp_row", "gemv_warp_row", "gemv/gemv_warp_row.cu", WARPROW_2048, 128, 1, 512, 2.8);
+    at_cache_close(c);
+}
+
+static void test_fused(void)
+{
+    char db[128], js[128], csv[128];
+    int dummy[8];
+    void *p = dummy, *sc = dummy, *bad_sc = (char *)dummy + 1;
+    build_fused_cache(tpath(db, sizeof db, "fused.db"));
+    atk_ctx *ctx = open_dry(db, 0);
+    if (!ctx)
+        return;
+    static const char *const names[] = {"rmsnorm_gemv", "gemma_rmsnorm_gemv", "gemv_swiglu", "rmsnorm_gemv_swiglu",
+                                        "gemma_rmsnorm_gemv_swiglu"};
+    for (int i = 0; i < 5; i++)
+        CHECK(!strcmp(atk_op_name(ATK_OP_RMSNORM_GEMV + i), names[i]));
+    CHECK(!strcmp(atk_op_name(ATK_NOPS), "?"));
+    const char *rep = atk_report(ctx);
+    CHECK_STR_HAS(rep, "TP_NORM=0 is not rmsnorm_gemv's (TP_NORM=1)");
+    CHECK_STR_HAS(rep, "TP_NORM=2 is not rmsnorm_gemv's (TP_NORM=1)");
+    CHECK_STR_HAS(rep, "TP_NORM=1 is not gemma_rmsnorm_gemv's (TP_NORM=2)");
+    CHECK_STR_HAS(rep, "TP_ADD=1 is not gemma_rmsnorm_gemv's (TP_ADD=0)");
+    CHECK_STR_HAS(rep, "TP_SWIGLU=0 is not gemv_swiglu's (TP_SWIGLU=1)");
+    atk_info in;
+    atk_get_info(ctx, &in);
+    CHECK_EQ_INT((int)in.loaded, 6);
+    CHECK_EQ_INT((int)in.failed, 5);
+
+    atk_choice ch = explain(ctx, ATK_OP_RMSNORM_GEMV, ATK_BF16, 1, 2048, 2048);
+    CHECK_EQ_INT(ch.path, ATK_PATH_TUNED);
+    CHECK(!strcmp(ch.strategy, "warp_row") && !strcmp(ch.kernel, "gemv_warp_row"));
+    CHECK_STR_HAS(ch.params, "TP_NORM=1");
+    CHECK_EQ_INT((int)ch.grid[0], 128);
+    ch = explain(ctx, ATK_OP_RMSNORM_GEMV, ATK_BF16, 3, 2048, 2048); /* multi_token serves smaller M */
+    CHECK_EQ_INT(ch.path, ATK_PATH_BUCKET);
+    CHECK(!strcmp(ch.strategy, "multi_token"));
+    CHECK_EQ_INT(ch.bucket, 4);
+    ch = explain(ctx, ATK_OP_RMSNORM_GEMV, ATK_BF16, 1, 2048, 8192); /* its row refused: the nearest fused kernel */
+    CHECK_EQ_INT(ch.path, ATK_PATH_INFERRED);
+    CHECK(!strcmp(ch.from, "1x2048x2048"));
+    CHECK_STR_HAS(ch.params, "TP_NORM=1");
+    ch = explain(ctx, ATK_OP_RMSNORM_GEMV, ATK_BF16, 8, 2048, 2048); /* above every bucket */
+    CHECK_EQ_INT(ch.path, ATK_PATH_FALLBACK);
+    CHECK(!strcmp(ch.strategy, "unfused") && !ch.kernel[0] && !ch.params[0]);
+    /* Gemma: both its rows refused, and gemv's 1x2048x2048 never serves it */
+    ch = explain(ctx, ATK_OP_GEMMA_RMSNORM_GEMV, ATK_BF16, 1, 2048, 2048);
+    CHECK_EQ_INT(ch.path, ATK_PATH_FALLBACK);
+    CHECK(!strcmp(ch.strategy, "unfused"));
+    ch = explain(ctx, ATK_OP_GEMV_SWIGLU, ATK_BF16, 1, 2048, 6144);
+    CHECK_EQ_INT(ch.path, ATK_PATH_TUNED);
+    CHECK_STR_HAS(ch.params, "TP_SWIGLU=1");
+    CHECK_EQ_INT((int)ch.grid[0], 192);
+    ch = explain(ctx, ATK_OP_GEMV_SWIGLU, ATK_BF16, 2, 2048, 6144); /* splitk: M=1 only */
+    CHECK_EQ_INT(ch.path, ATK_PATH_FALLBACK);
+    ch = explain(ctx, ATK_OP_RMSNORM_GEMV_SWIGLU, ATK_BF16, 1, 2048, 6144);
+    CHECK_EQ_INT(ch.path, ATK_PATH_TUNED);
+    CHECK(!strcmp(ch.strategy, "unfused") && !ch.kernel[0]);
+    CHECK_STR_HAS(ch.reason, "the unfused sequence won");
+    CHECK(strlen(ch.key) == 64);
+    ch = explain(ctx, ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU, ATK_BF16, 1, 2048, 6144);
+    CHECK_EQ_INT(ch.path, ATK_PATH_TUNED);
+    CHECK_STR_HAS(ch.params, "TP_NORM=2 TP_SWIGLU=1");
+    CHECK_EQ_INT(explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 2048, 2048).path, ATK_PATH_TUNED);
+
+    /* calls: a planning call (every pointer NULL) and a checked one */
+    atk_op_stats s;
+    CHECK_EQ_INT(atk_rmsnorm_gemv(ctx, NULL, ATK_BF16, 1, 2048, 2048, NULL, NULL, NULL, NULL, 1e-6f, NULL), ATK_OK);
+    CHECK_EQ_INT(atk_rmsnorm_gemv(ctx, NULL, ATK_BF16, 3, 2048, 2048, p, p, p, p, 1e-6f, sc), ATK_OK);
+    CHECK_EQ_INT(atk_rmsnorm_gemv(ctx, NULL, ATK_BF16, 8, 2048, 2048, p, p, p, p, 1e-6f, sc), ATK_OK);
+    CHECK_EQ_INT(atk_rmsnorm_gemv(ctx, NULL, ATK_BF16, 1, 2048, 8192, p, p, p, p, 1e-6f, sc), ATK_OK);
+    CHECK_EQ_INT(atk_rmsnorm_gemv(ctx, NULL, ATK_BF16, 1, 2048, 2048, p, p, p, p, 1e-6f, NULL), ATK_ERR_USAGE);
+    CHECK_STR_HAS(atk_errmsg(ctx), "atk_rmsnorm_gemv: NULL scratch");
+    CHECK_EQ_INT(atk_rmsnorm_gemv(ctx, NULL, ATK_BF16, 1, 2048, 2048, p, p, p, p, 1e-6f, bad_sc), ATK_ERR_USAGE);
+    CHECK_STR_HAS(atk_errmsg(ctx), "scratch must be 16-byte aligned");
+    CHECK_EQ_INT(atk_rmsnorm_gemv(ctx, NULL, ATK_BF16, 1, 2048, 2048, p, NULL, p, p, 1e-6f, sc), ATK_ERR_USAGE);
+    CHECK_STR_HAS(atk_errmsg(ctx), "atk_rmsnorm_gemv: NULL w");
+    CHECK_EQ_INT(atk_rmsnorm_gemv(ctx, NULL, ATK_BF16, 1, 2048, 2048, p, p, NULL, p, 1e-6f, sc), ATK_ERR_USAGE);
+    CHECK_STR_HAS(atk_errmsg(ctx), "NULL W");
+    CHECK_EQ_INT(atk_rmsnorm_gemv(ctx, NULL, ATK_BF16, 1, 2048, 2048, p, p, p, NULL, 1e-6f, sc), ATK_ERR_USAGE);
+    CHECK_STR_HAS(atk_errmsg(ctx), "NULL y");
+    CHECK_EQ_INT(atk_rmsnorm_gemv(ctx, NULL, ATK_BF16, 1, 2048, 0, p, p, p, p, 1e-6f, sc), ATK_ERR_USAGE);
+    CHECK_STR_HAS(atk_errmsg(ctx), "M, K and N must lie in 1..INT_MAX");
+    CHECK_EQ_INT(atk_rmsnorm_gemv(ctx, NULL, ATK_BF16, 1, 2048, 2048, p, p, p, p, NAN, sc), ATK_ERR_USAGE);
+    CHECK_STR_HAS(atk_errmsg(ctx), "eps");
+    CHECK_EQ_INT(atk_rmsnorm_gemv(ctx, NULL, 3, 1, 2048, 2048, p, p, p, p, 1e-6f, sc), ATK_ERR_USAGE);
+    CHECK_STR_HAS(atk_errmsg(ctx), "dtype");
+    CHECK_EQ_INT(atk_stats(ctx, ATK_OP_RMSNORM_GEMV, &s), ATK_OK);
+    CHECK(s.calls == 12 && s.tuned == 1 && s.bucket == 1 && s.inferred == 1 && s.fallback == 1 && s.rejected == 8);
+
+    CHECK_EQ_INT(atk_gemv_swiglu(ctx, NULL, ATK_BF16, 1, 2048, 6144, p, p, p, p, sc), ATK_OK);
+    CHECK_EQ_INT(atk_gemv_swiglu(ctx, NULL, ATK_BF16, 1, 2048, 6144, p, p, NULL, p, sc), ATK_ERR_USAGE);
+    CHECK_STR_HAS(atk_errmsg(ctx), "atk_gemv_swiglu: NULL Wu");
+    CHECK_EQ_INT(atk_gemv_swiglu(ctx, NULL, ATK_BF16, 1, 2048, 6144, p, NULL, p, p, sc), ATK_ERR_USAGE);
+    CHECK_STR_HAS(atk_errmsg(ctx), "atk_gemv_swiglu: NULL Wg");
+    CHECK_EQ_INT(atk_rmsnorm_gemv_swiglu(ctx, NULL, ATK_BF16, 1, 2048, 6144, p, p, p, p, p, 1e-6f, sc), ATK_OK);
+    CHECK_EQ_INT(atk_rmsnorm_gemv_swiglu(ctx, NULL, ATK_BF16, 1, 2048, 6144, NULL, p, p, p, p, 1e-6f, sc),
+                 ATK_ERR_USAGE);
+    CHECK_STR_HAS(atk_errmsg(ctx), "atk_rmsnorm_gemv_swiglu: NULL x");
+    CHECK_EQ_INT(atk_gemma_rmsnorm_gemv(ctx, NULL, ATK_FP16, 1, 2048, 2048, p, p, p, p, 1e-6f, sc), ATK_OK);
+    CHECK_EQ_INT(atk_gemma_rmsnorm_gemv_swiglu(ctx, NULL, ATK_BF16, 1, 2048, 6144, p, p, p, p, p, 1e-6f, sc),
+                 ATK_OK);
+    CHECK_EQ_INT(atk_stats(ctx, ATK_OP_GEMV_SWIGLU, &s), ATK_OK);
+    CHECK(s.calls == 3 && s.tuned == 1 && s.rejected == 2);
+    CHECK_EQ_INT(atk_stats(ctx, ATK_OP_RMSNORM_GEMV_SWIGLU, &s), ATK_OK);
+    CHECK(s.calls == 2 && s.tuned == 1 && s.rejected == 1);
+    CHECK_EQ_INT(atk_stats(ctx, ATK_OP_GEMMA_RMSNORM_GEMV, &s), ATK_OK);
+    CHECK(s.calls == 1 && s.fallback == 1);
+    CHECK_EQ_INT(atk_stats(ctx, ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU, &s), ATK_OK);
+    CHECK(s.calls == 1 && s.tuned == 1);
+    for (int op = ATK_OP_GEMV; op <= ATK_OP_GEMV_ADD; op++) { /* the unfused components count nowhere */
+        CHECK_EQ_INT(atk_stats(ctx, op, &s), ATK_OK);
+        CHECK(s.calls == 0);
+    }
+    CHECK_EQ_INT(atk_gemv_swiglu(NULL, NULL, ATK_BF16, 1, 1, 1, p, p, p, p, sc), ATK_ERR_USAGE);
+    CHECK_STR_HAS(atk_errmsg(NULL), "atk_gemv_swiglu: NULL context");
+
+    /* scratch: the normalized x, then g and u, each rounded up to 256 bytes */
+    CHECK(atk_fused_scratch_bytes(ATK_OP_RMSNORM_GEMV, ATK_BF16, 3, 2048, 2048) == 12288);
+    CHECK(atk_fused_scratch_bytes(ATK_OP_GEMMA_RMSNORM_GEMV, ATK_FP16, 1, 100, 7) == 256);
+    CHECK(atk_fused_scratch_bytes(ATK_OP_GEMV_SWIGLU, ATK_BF16, 1, 2048, 6144) == 24576);
+    CHECK(atk_fused_scratch_bytes(ATK_OP_RMSNORM_GEMV_SWIGLU, ATK_BF16, 1, 100, 10) == 768);
+    CHECK(atk_fused_scratch_bytes(ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU, ATK_BF16, 2, 1096, 1000) == 4608 + 2 * 4096);
+    CHECK(atk_fused_scratch_bytes(ATK_OP_GEMV, ATK_BF16, 1, 2048, 2048) == 0);
+    CHECK(atk_fused_scratch_bytes(ATK_OP_RMSNORM_GEMV, 3, 1, 2048, 2048) == 0);
+    CHECK(atk_fused_scratch_bytes(ATK_OP_RMSNORM_GEMV, ATK_BF16, 0, 2048, 2048) == 0);
+    CHECK(atk_fused_scratch_bytes(ATK_NOPS, ATK_BF16, 1, 2048, 2048) == 0);
+    atk_close(ctx);
+
+    ctx = open_dry(db, ATK_STRICT);
+    if (ctx) {
+        CHECK_EQ_INT(atk_rmsnorm_gemv(ctx, NULL, ATK_BF16, 1, 2048, 2048, p, p, p, p, 1e-6f, sc), ATK_OK);
+        CHECK_EQ_INT(atk_rmsnorm_gemv_swiglu(ctx, NULL, ATK_BF16, 1, 2048, 6144, p, p, p, p, p, 1e-6f, sc), ATK_OK);
+        CHECK_EQ_INT(atk_rmsnorm_gemv(ctx, NULL, ATK_BF16, 3, 2048, 2048, p, p, p, p, 1e-6f, sc), ATK_ERR_MISS);
+        CHECK_STR_HAS(atk_errmsg(ctx), "rmsnorm_gemv bf16 3x2048x2048: no tuned entry (strict mode)");
+        atk_close(ctx);
+    }
+
+    /* ATK_UNFUSED: no fused entry loads; the norm and GEMV entries do */
+    ctx = open_dry(db, ATK_UNFUSED);
+    if (ctx) {
+        CHECK_STR_HAS(atk_report(ctx), "5 fused-op entries not loaded (ATK_UNFUSED)");
+        CHECK_EQ_INT(explain(ctx, ATK_OP_RMSNORM_GEMV, ATK_BF16, 1, 2048, 2048).path, ATK_PATH_FALLBACK);
+        CHECK(!strcmp(explain(ctx, ATK_OP_GEMV_SWIGLU, ATK_BF16, 1, 2048, 6144).strategy, "unfused"));
+        CHECK_EQ_INT(explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 2048, 2048).path, ATK_PATH_TUNED);
+        CHECK_EQ_INT(atk_rmsnorm_gemv(ctx, NULL, ATK_BF16, 1, 2048, 2048, p, p, p, p, 1e-6f, sc), ATK_OK);
+        CHECK_EQ_INT(atk_stats(ctx, ATK_OP_RMSNORM_GEMV, &s), ATK_OK);
+        CHECK(s.calls == 1 && s.fallback == 1);
+        atk_close(ctx);
+    }
+
+    /* the exports carry the fused rows: JSON serves the same, CSV lists them */
+    CHECK_EQ_INT(at_table_export_file(db, NULL, 1, AT_TABLE_JSON, tpath(js, sizeof js, "fused.json")), AT_OK);
+    atk_ctx *a = open_dry(db, 0), *b = open_dry(js, 0);
+    if (a && b) {
+        for (int op = ATK_OP_RMSNORM_GEMV; op < ATK_NOPS; op++)
+            for (int M = 1; M <= 5; M += 2) {
+                atk_choice ca = explain(a, op, ATK_BF16, M, 2048, 6144), cb = explain(b, op, ATK_BF16, M, 2048, 6144);
+                CHECK(ca.path == cb.path && !strcmp(ca.strategy, cb.strategy) && !strcmp(ca.key, cb.key));
+                ca = explain(a, op, ATK_BF16, M, 2048, 2048), cb = explain(b, op, ATK_BF16, M, 2048, 2048);
+                CHECK(ca.path == cb.path && !strcmp(ca.strategy, cb.strategy) && !strcmp(ca.key, cb.key));
+            }
+        CHECK_STR_HAS(atk_report(b), "TP_SWIGLU=0 is not gemv_swiglu's (TP_SWIGLU=1)");
+    }
+    atk_close(a);
+    atk_close(b);
+    CHECK_EQ_INT(at_table_export_file(db, NULL, 1, AT_TABLE_CSV, tpath(csv, sizeof csv, "fused.csv")), AT_OK);
+    FILE *f = fopen(csv, "rb");
+    static char text[1 << 16];
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f)
+        fclose(f);
+    text[n] = '\0';
+    for (int i = 0; i < 5; i++) {
+        char row[64];
+        snprintf(row, sizeof row, ",%s,bf16,", names[i]);
+        CHECK_STR_HAS(text, row);
+    }
+    CHECK_STR_HAS(text, ",rmsnorm_gemv_swiglu,bf16,1x2048x6144,");
+    CHECK_STR_HAS(text, ",unfused,,,atk unfused sequence,");
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/test_atk.XXXXXX");
@@ -1218,6 +1456,7 @@ int main(void)
     TT_RUN(test_threads);
     TT_RUN(test_lookup_cost);
     TT_RUN(test_gemv_add);
+    TT_RUN(test_fused);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0)

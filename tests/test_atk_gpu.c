@@ -6,7 +6,8 @@
 ** norms; a cubin that does not load is rebuilt from ATK_TEMPLATES; a CUDA
 ** graph captured through atk replays to the same bits; eight threads
 ** dispatch at once on their own streams; every bucket kernel at every
-** M = 1..17 on K, N no suite lists.
+** M = 1..17 on K, N no suite lists; the fused decode ops (tuned kernel,
+** unfused sequence, fallback) against fp64.
 */
 #include <math.h>
 #include <pthread.h>
@@ -686,6 +687,189 @@ static void gemv_add_bit_exact(void)
     unlink(db);
 }
 
+/* ------------------------------------------------------ fused decode ops */
+
+/* The fused ops' fp64 reference, rounded where the unfused sequence stores
+** (xn, g and u to bf16): y[M,N] for op over x[M,K], w[K], Wg/Wu [N,K]. */
+static void fused_ref(int op, const uint16_t *x, const uint16_t *w, const uint16_t *Wg, const uint16_t *Wu, size_t M,
+                      size_t K, size_t N, double *y)
+{
+    int nrm = op == ATK_OP_RMSNORM_GEMV || op == ATK_OP_RMSNORM_GEMV_SWIGLU ? 1
+              : op == ATK_OP_GEMMA_RMSNORM_GEMV || op == ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU ? 2 : 0;
+    int swi = op >= ATK_OP_GEMV_SWIGLU;
+    float *xn = malloc(K * sizeof *xn);
+    for (size_t m = 0; m < M; m++) {
+        double ss = 0;
+        for (size_t k = 0; k < K; k++)
+            ss += (double)at_bf16_to_f32(x[m * K + k]) * at_bf16_to_f32(x[m * K + k]);
+        double r = 1.0 / sqrt(ss / (double)K + 1e-6);
+        for (size_t k = 0; k < K; k++) {
+            double v = at_bf16_to_f32(x[m * K + k]);
+            if (nrm) {
+                double f = at_bf16_to_f32(w[k]);
+                v = v * r * (nrm == 2 ? 1.0 + f : f);
+            }
+            xn[k] = at_bf16_to_f32(at_f32_to_half(AT_BF16, (float)v));
+        }
+        for (size_t n = 0; n < N; n++) {
+            double g = 0, u = 0;
+            for (size_t k = 0; k < K; k++) {
+                g += (double)xn[k] * at_bf16_to_f32(Wg[n * K + k]);
+                if (swi)
+                    u += (double)xn[k] * at_bf16_to_f32(Wu[n * K + k]);
+            }
+            if (swi) {
+                g = at_bf16_to_f32(at_f32_to_half(AT_BF16, (float)g));
+                u = at_bf16_to_f32(at_f32_to_half(AT_BF16, (float)u));
+                g = g / (1.0 + exp(-g)) * u;
+            }
+            y[m * N + n] = g;
+        }
+    }
+    free(xn);
+}
+
+/* Poisons a device buffer of n bytes with 0xFF bytes (bf16 NaN). */
+static void poison(at_gpu *g, CUdeviceptr p, size_t n)
+{
+    g->cu.cuMemsetD8Async_(p, 0xFF, n, g->stream);
+}
+
+/* One fused call of op on the given buffers (Wu may be W + N*K). */
+static int fused_call(atk_ctx *ctx, at_gpu *g, int op, size_t M, size_t K, size_t N, CUdeviceptr x, CUdeviceptr w,
+                      CUdeviceptr Wg, CUdeviceptr Wu, CUdeviceptr y, CUdeviceptr scratch)
+{
+    atk_stream s = (atk_stream)g->stream;
+    const void *px = (void *)x, *pw = (void *)w, *pg = (void *)Wg, *pu = (void *)Wu;
+    void *py = (void *)y, *ps = (void *)scratch;
+    int64_t m = (int64_t)M, k = (int64_t)K, n = (int64_t)N;
+    switch (op) {
+    case ATK_OP_RMSNORM_GEMV:
+        return atk_rmsnorm_gemv(ctx, s, ATK_BF16, m, k, n, px, pw, pg, py, 1e-6f, ps);
+    case ATK_OP_GEMMA_RMSNORM_GEMV:
+        return atk_gemma_rmsnorm_gemv(ctx, s, ATK_BF16, m, k, n, px, pw, pg, py, 1e-6f, ps);
+    case ATK_OP_GEMV_SWIGLU:
+        return atk_gemv_swiglu(ctx, s, ATK_BF16, m, k, n, px, pg, pu, py, ps);
+    case ATK_OP_RMSNORM_GEMV_SWIGLU:
+        return atk_rmsnorm_gemv_swiglu(ctx, s, ATK_BF16, m, k, n, px, pw, pg, pu, py, 1e-6f, ps);
+    default:
+        return atk_gemma_rmsnorm_gemv_swiglu(ctx, s, ATK_BF16, m, k, n, px, pw, pg, pu, py, 1e-6f, ps);
+    }
+}
+
+/* Each fused op through atk against the fp64 reference at an awkward K, N
+** (1096 x 1000): the tuned fused kernel (warp_row, TP_NORM / TP_SWIGLU,
+** compiled here) at M = 1; the unfused sequence over a tuned gemv and
+** rmsnorm (ATK_UNFUSED) at M = 1; the plain fallback (cuBLAS, naive norms)
+** at M = 3 (ATK_NO_INFER: warp_row serves M = 1 only). SwiGLU both with
+** two weights and with one [2N, K] weight (Wu = Wg + N*K: one GEMV over 2N
+** rows). y and scratch are poisoned with NaN before every call. */
+#define FUSED_WR "TP_WARPS=4 TP_ROWS=2 TP_VEC=8 TP_UNROLL=1 TP_CACHE=1 TP_PDL=0"
+
+static void fused_ops_against_fp64(void)
+{
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    at_gpu *g = NULL;
+    if (at_gpu_open(0, 0, &g) != AT_OK) {
+        fprintf(stderr, "  %s\n", at_errmsg());
+        CHECK(0);
+        return;
+    }
+    char db[160];
+    snprintf(db, sizeof db, "%s.fused", db_path);
+    unlink(db);
+    const size_t K = 1096, N = 1000, MMAX = 3;
+    at_cache *c = NULL;
+    at_templates *t = NULL;
+    const unsigned grid[3] = {(unsigned)((N + 7) / 8), 1, 1}, gn[3] = {1, 1, 1};
+    static const char *const fparams[5] = {FUSED_WR " TP_NORM=1 TP_SWIGLU=0", FUSED_WR " TP_NORM=2 TP_SWIGLU=0",
+                                           FUSED_WR " TP_NORM=0 TP_SWIGLU=1", FUSED_WR " TP_NORM=1 TP_SWIGLU=1",
+                                           FUSED_WR " TP_NORM=2 TP_SWIGLU=1"};
+    int ok = at_cache_open(db, &c) == AT_OK && at_templates_open("templates", &t) == AT_OK &&
+             !put_compiled(c, t, &g->info, "gemv", "1x1096x1000", "gemv/gemv_warp_row.cu", "gemv_warp_row", FUSED_WR,
+                           grid, 128, 0, 0) &&
+             !put_compiled(c, t, &g->info, "rmsnorm", "1x1096", "norm/norm_block_row.cu", "norm_block_row",
+                           NORM_PARAMS, gn, 256, 0, 0);
+    for (int i = 0; ok && i < 5; i++)
+        ok = !put_compiled(c, t, &g->info, atk_op_name(ATK_OP_RMSNORM_GEMV + i), "1x1096x1000",
+                           "gemv/gemv_warp_row.cu", "gemv_warp_row", fparams[i], grid, 128, 0, 0);
+    at_templates_free(t);
+    at_cache_close(c);
+    CHECK(ok);
+    atk_ctx *ctx = NULL, *unf = NULL;
+    CHECK_EQ_INT(atk_open(db, 0, ATK_NO_INFER, &ctx), ATK_OK);
+    CHECK_EQ_INT(atk_open(db, 0, ATK_NO_INFER | ATK_UNFUSED, &unf), ATK_OK);
+    buf x, w, Wgu, Wg, Wu, y;
+    CUdeviceptr scratch = 0;
+    size_t sbytes = atk_fused_scratch_bytes(ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU, ATK_BF16, MMAX, K, N);
+    if (!ok || !ctx || !unf || buf_new(g, &x, MMAX * K, 31) || buf_new(g, &w, K, 32) ||
+        buf_new(g, &Wgu, 2 * N * K, 33) || buf_new(g, &Wg, N * K, 34) || buf_new(g, &Wu, N * K, 35) ||
+        buf_new(g, &y, MMAX * N, 36) || at_gpu_alloc(g, &scratch, sbytes) != AT_OK) {
+        CHECK(0);
+        atk_close(ctx);
+        atk_close(unf);
+        at_gpu_close(g);
+        return;
+    }
+    double *ref = malloc(MMAX * N * sizeof *ref);
+    for (int op = ATK_OP_RMSNORM_GEMV; op < ATK_NOPS; op++) {
+        int swi = op >= ATK_OP_GEMV_SWIGLU;
+        for (int form = 0; form < 1 + swi; form++) { /* 0: Wg, Wu apart; 1: one [2N,K] weight */
+            CUdeviceptr dg = form ? Wgu.d : Wg.d, du = form ? Wgu.d + N * K * 2 : Wu.d;
+            const uint16_t *hg = form ? Wgu.h : Wg.h, *hu = form ? Wgu.h + N * K : Wu.h;
+            static const struct {
+                int unfused;
+                size_t M;
+                int path;
+            } cases[3] = {{0, 1, ATK_PATH_TUNED}, {1, 1, ATK_PATH_FALLBACK}, {0, 3, ATK_PATH_FALLBACK}};
+            for (int ci = 0; ci < 3; ci++) {
+                atk_ctx *cx = cases[ci].unfused ? unf : ctx;
+                size_t M = cases[ci].M;
+                atk_choice ch;
+                CHECK_EQ_INT(atk_explain(cx, op, ATK_BF16, (int64_t)M, (int64_t)K, (int64_t)N, &ch), ATK_OK);
+                CHECK_EQ_INT(ch.path, cases[ci].path);
+                poison(g, y.d, y.n * 2);
+                poison(g, scratch, sbytes);
+                atk_stats_reset(cx);
+                int rc = fused_call(cx, g, op, M, K, N, x.d, w.d, dg, du, y.d, scratch);
+                CHECK_EQ_INT(rc, ATK_OK);
+                if (rc != ATK_OK)
+                    fprintf(stderr, "  %s: %s\n", atk_op_name(op), atk_errmsg(cx));
+                CHECK_EQ_INT(g->cu.cuStreamSynchronize_(g->stream), CUDA_SUCCESS);
+                buf_get(g, &y);
+                fused_ref(op, x.h, w.h, hg, hu, M, K, N, ref);
+                double err = rel_err(y.h, ref, M * N);
+                printf("  %-26s %zux%zux%zu %-8s %-12s %s rel err %.2e\n", atk_op_name(op), M, K, N,
+                       ch.path == ATK_PATH_TUNED ? "tuned" : "fallback", ch.strategy,
+                       swi ? (form ? "[2N,K] weight" : "Wg, Wu apart ") : "             ", err);
+                CHECK(err <= 1e-2);
+                atk_op_stats s;
+                atk_stats(cx, op, &s);
+                CHECK(s.calls == 1 && (ch.path == ATK_PATH_TUNED ? s.tuned : s.fallback) == 1);
+                atk_stats(cx, ATK_OP_GEMV, &s);
+                CHECK(s.calls == 0); /* the unfused components count nowhere */
+            }
+        }
+    }
+    /* a misaligned scratch is refused before anything launches */
+    CHECK_EQ_INT(fused_call(ctx, g, ATK_OP_GEMV_SWIGLU, 1, K, N, x.d, w.d, Wg.d, Wu.d, y.d, scratch + 8),
+                 ATK_ERR_USAGE);
+    CHECK_STR_HAS(atk_errmsg(ctx), "16-byte aligned");
+    free(ref);
+    at_gpu_free(g, scratch);
+    buf_free(g, &x);
+    buf_free(g, &w);
+    buf_free(g, &Wgu);
+    buf_free(g, &Wg);
+    buf_free(g, &Wu);
+    buf_free(g, &y);
+    atk_close(ctx);
+    atk_close(unf);
+    at_gpu_close(g);
+    unlink(db);
+}
+
 int main(void)
 {
     snprintf(db_path, sizeof db_path, "/tmp/test_atk_gpu.%ld.db", (long)getpid());
@@ -693,6 +877,7 @@ int main(void)
     TT_RUN_ISOLATED(graph_capture);
     TT_RUN_ISOLATED(many_threads);
     TT_RUN_ISOLATED(gemv_add_bit_exact);
+    TT_RUN_ISOLATED(fused_ops_against_fp64);
     snprintf(bucket_db, sizeof bucket_db, "/tmp/test_atk_gpu_buckets.%ld.db", (long)getpid());
     TT_RUN_ISOLATED(bucket_kernels_at_every_m);
     unlink(db_path);

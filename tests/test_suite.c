@@ -82,6 +82,23 @@ static void qwen_suites_load(void)
         CHECK(find(s, "gemma_rmsnorm", "1x2560") != NULL);
     }
     at_suite_free(s);
+    /* the fused ops at the shapes examples/decode's mode 4 calls */
+    s = NULL;
+    rc = at_suite_load("search/models/qwen3.5-2b-fused.lua", &s);
+    if (rc != AT_OK)
+        fprintf(stderr, "  %s\n", at_errmsg());
+    CHECK_EQ_INT(rc, AT_OK);
+    if (s) {
+        CHECK_EQ_INT(count_op(s, "gemma_rmsnorm_gemv"), 4 * 5);
+        CHECK_EQ_INT(count_op(s, "gemma_rmsnorm_gemv_swiglu"), 5);
+        CHECK_EQ_INT(count_op(s, "gemv_add"), 2 * 5);
+        CHECK_EQ_INT(s->nentries, 35);
+        const at_suite_entry *e = find(s, "gemma_rmsnorm_gemv_swiglu", "16x2048x6144");
+        CHECK(e != NULL && e->shape.rank == 3 && e->shape.M == 16 && e->shape.K == 2048 && e->shape.N == 6144);
+        CHECK(find(s, "gemma_rmsnorm_gemv", "1x2048x248320") != NULL);
+        CHECK(find(s, "gemv_add", "8x6144x2048") != NULL);
+    }
+    at_suite_free(s);
 }
 
 /* Loads src; expects status `code` and a message containing needle. */

@@ -20,10 +20,10 @@ typedef struct at_op_kernel {
 
 /* The device pointers and shape of one call on one copy of the rotated
 ** data, handed to a contestant that is a call (norm ops: K = H, N = 0; W is
-** the norm weight w; residual is 0 for the ops without one). The fused ops
-** (op_fused.c): W is the GEMV weight (SwiGLU: Wg), Wu the up weight (0
-** without SwiGLU), nw the norm weight (0 without the norm), scratch
-** atk_fused_scratch_bytes of room for the runtime's unfused fallback. */
+** the norm weight w; residual is 0 for the ops without one). The fused
+** decode ops (op_fused.c): W is the GEMV weight (Wg for SwiGLU), Wu the up
+** weight (0 without SwiGLU), nw the norm weight w (0 without a norm),
+** scratch atk_fused_scratch_bytes bytes (16-byte aligned); 0 for the others. */
 typedef struct at_op_call_args {
     CUdeviceptr x, W, y, residual;
     int64_t M, K, N;

@@ -26,7 +26,7 @@
 #define MAX_CONS_TOTAL 10000 /* in all strategies */
 #define MAX_SMEM (227 * 1024)
 #define TEMPLATE_LEN 128 /* at_winner.template_name */
-#define OP_LEN 24        /* at_key.op */
+#define OP_LEN 32        /* at_key.op */
 #define IDENT "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
 
 /* [STRATEGY_NAMES] strategy.c's strategy_names, spelled again here so that

@@ -46,7 +46,7 @@ int at_suite_op_rank(const char *op); /* 0 for an unknown op */
 const char *at_suite_known_ops(void);
 
 typedef struct at_suite_entry {
-    char op[24];
+    char op[32];
     at_dtype dtype;                /* the entry's, else the suite's, else bf16 */
     at_shape shape;
     char shape_text[64];           /* at_shape_format */

@@ -3,7 +3,9 @@
 ** (op, dtype, K, N) of this GPU is called through the runtime library's own
 ** choice (atk_explain / atk_gemv ...) at every M of a range, checked against
 ** the fp64 reference with the output poisoned, and timed against the
-** runtime's fallback (cuBLAS; the naive fused norm) the way the tuner times:
+** runtime's fallback (cuBLAS; the naive fused norm; for the fused decode
+** ops their unfused sequence over the tuned norm and GEMV, ATK_UNFUSED)
+** the way the tuner times:
 ** cold data rotated over >= 3x L2, CUDA-graph replay, the two interleaved in
 ** one process, medians with the spread. Every cell is stored as it is
 ** measured (an interrupt keeps the finished ones); where the choice lost
@@ -51,7 +53,8 @@ static void usage(FILE *f)
           "On the GPU, calls every (op, dtype, K, N) tuned for this GPU in the cache\n"
           "through the runtime library's own choice at every M (T for the norms) in\n"
           "LO..HI (default 1..32), checks the result against the fp64 reference and\n"
-          "times it against the runtime's fallback (cuBLAS; the naive fused norm):\n"
+          "times it against the runtime's fallback (cuBLAS; the naive fused norm; the\n"
+          "fused ops' unfused sequence over the tuned norm and GEMV):\n"
           "cold weights, graph replay, interleaved medians. Each cell is stored in the\n"
           "cache as it is measured. Where the choice lost beyond the noise or was\n"
           "wrong, the stored row is an override: the runtime then falls back at that\n"
@@ -108,7 +111,8 @@ static int rt_enqueue(void *arg, const at_op_call_args *a)
     rt_call *c = arg;
     atk_stream s = (atk_stream)c->g->stream;
     const void *x = (const void *)a->x, *w = (const void *)a->W;
-    void *y = (void *)a->y, *r = (void *)a->residual;
+    void *y = (void *)a->y, *r = (void *)a->residual, *sc = (void *)a->scratch;
+    const void *wu = (const void *)a->Wu, *nw = (const void *)a->nw;
     int rc;
     switch (c->op) {
     case ATK_OP_GEMV:
@@ -128,6 +132,21 @@ static int rt_enqueue(void *arg, const at_op_call_args *a)
         break;
     case ATK_OP_GEMV_ADD: /* the op's y is the residual, added into in place */
         rc = atk_gemv_add(c->ctx, s, c->dtype, a->M, a->K, a->N, x, w, r);
+        break;
+    case ATK_OP_RMSNORM_GEMV: /* the fused ops: W is the GEMV weight (Wg), nw the norm's */
+        rc = atk_rmsnorm_gemv(c->ctx, s, c->dtype, a->M, a->K, a->N, x, nw, w, y, a->eps, sc);
+        break;
+    case ATK_OP_GEMMA_RMSNORM_GEMV:
+        rc = atk_gemma_rmsnorm_gemv(c->ctx, s, c->dtype, a->M, a->K, a->N, x, nw, w, y, a->eps, sc);
+        break;
+    case ATK_OP_GEMV_SWIGLU:
+        rc = atk_gemv_swiglu(c->ctx, s, c->dtype, a->M, a->K, a->N, x, w, wu, y, sc);
+        break;
+    case ATK_OP_RMSNORM_GEMV_SWIGLU:
+        rc = atk_rmsnorm_gemv_swiglu(c->ctx, s, c->dtype, a->M, a->K, a->N, x, nw, w, wu, y, a->eps, sc);
+        break;
+    case ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU:
+        rc = atk_gemma_rmsnorm_gemv_swiglu(c->ctx, s, c->dtype, a->M, a->K, a->N, x, nw, w, wu, y, a->eps, sc);
         break;
     default:
         return at_fail(AT_ERR_USAGE, "op %d", c->op);
@@ -154,14 +173,14 @@ static int contest_enqueue(void *arg, int copy)
 /* --------------------------------------------------------- one problem */
 
 typedef struct shape_group {
-    char op[24];
+    char op[32];
     at_dtype dtype;
     int64_t K, N; /* norms: K = H, N = 0 */
 } shape_group;
 
 typedef struct vctx {
     at_gpu *g;
-    atk_ctx *rt, *fb;
+    atk_ctx *rt, *fb, *unf; /* the table; nothing tuned; the table ATK_UNFUSED */
     at_cache *cache;
     at_spec *spec[ATK_NOPS];
     at_templates *tpl;
@@ -175,14 +194,10 @@ typedef struct vctx {
     FILE *out;
 } vctx;
 
-/* The ATK_OP_* of the ops validate runs; -1 for the others (the fused ops:
-** not validated yet, their rows are left out). */
 static int op_index(const char *name)
 {
-    static const char *const names[] = {"gemv", "rmsnorm", "add_rmsnorm", "gemma_rmsnorm", "add_gemma_rmsnorm",
-                                        "gemv_add"};
-    for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++)
-        if (!strcmp(names[i], name))
+    for (int i = 0; i < ATK_NOPS; i++)
+        if (!strcmp(atk_op_name(i), name))
             return i;
     return -1;
 }
@@ -269,7 +284,9 @@ static int one_cell(vctx *v, const shape_group *sg, int M, at_validation *row)
         goto done;
 
     rt_call ca = {.ctx = v->rt, .op = opi, .dtype = atk_dtype, .g = v->g};
-    rt_call cb = {.ctx = v->fb, .op = opi, .dtype = atk_dtype, .g = v->g};
+    /* a fused op's fallback is its unfused sequence over the tuned norm and
+    ** GEMV: what the runtime runs when validation overrides the fused kernel */
+    rt_call cb = {.ctx = opi >= ATK_OP_RMSNORM_GEMV ? v->unf : v->fb, .op = opi, .dtype = atk_dtype, .g = v->g};
     contest A = {.op = op, .state = state, .c = {.baseline = -1, .call = rt_enqueue, .call_arg = &ca}};
     contest B = {.op = op, .state = state, .c = {.baseline = -1, .call = rt_enqueue, .call_arg = &cb}};
 
@@ -332,8 +349,10 @@ static int one_cell(vctx *v, const shape_group *sg, int M, at_validation *row)
         else if (row->us - row->base_us > row->noise) {
             snprintf(row->verdict, sizeof row->verdict, "slower");
             snprintf(row->reason, sizeof row->reason, "validated: %s faster at %s=%d (%.2f vs %.2f us)",
-                     op->rank == 3 ? "cuBLAS" : "the naive norm", op->rank == 3 ? "M" : "T", M, row->base_us,
-                     row->us);
+                     opi >= ATK_OP_RMSNORM_GEMV ? "the unfused sequence"
+                     : op->rank == 3            ? "cuBLAS"
+                                                : "the naive norm",
+                     op->rank == 3 ? "M" : "T", M, row->base_us, row->us);
         } else {
             snprintf(row->verdict, sizeof row->verdict, "ok");
         }
@@ -353,7 +372,7 @@ done:
 static void print_row(vctx *v, const at_validation *r, int first)
 {
     double ratio = r->us > 0 ? r->base_us / r->us : 0.0;
-    int norm = strstr(r->op, "norm") != NULL;
+    int norm = strstr(r->op, "norm") != NULL && strstr(r->op, "gemv") == NULL; /* T rows, not M tokens */
     char path[32];
     if (v->json) {
         fprintf(v->out, "%s\n    {\"op\": ", first ? "" : ",");
@@ -423,8 +442,7 @@ static int groups_of(const at_tuned_shape *t, int n, const char *only, shape_gro
     for (int i = 0; i < n; i++) {
         at_shape s;
         const at_op *op = at_op_find(t[i].op);
-        if (!op || op_index(t[i].op) < 0 || (only && strcmp(only, t[i].op)) ||
-            at_shape_parse(t[i].shape, op->rank, &s) != AT_OK)
+        if (!op || (only && strcmp(only, t[i].op)) || at_shape_parse(t[i].shape, op->rank, &s) != AT_OK)
             continue;
         int64_t N = op->rank == 3 ? s.N : 0, j;
         for (j = 0; j < *ng; j++)
@@ -473,9 +491,10 @@ int at_validate_main(int argc, char **argv, const char *home)
             if ((rc = parse_m_range(val, &mlo, &mhi)) != AT_OK)
                 return rc;
         } else if (!strcmp(a, "--op")) {
-            if (!val || !at_op_find(val) || op_index(val) < 0)
-                return at_fail(AT_ERR_USAGE, "bad --op '%s': gemv, gemv_add, rmsnorm, add_rmsnorm, gemma_rmsnorm "
-                                             "or add_gemma_rmsnorm (the fused ops are not validated yet)", val ? val : "");
+            if (!val || !at_op_find(val))
+                return at_fail(AT_ERR_USAGE, "bad --op '%s': gemv, gemv_add, rmsnorm, add_rmsnorm, gemma_rmsnorm, "
+                                             "add_gemma_rmsnorm or a fused op (rmsnorm_gemv, gemv_swiglu, ...)",
+                               val ? val : "");
             only = val;
         } else if (!strcmp(a, "--reps") || !strcmp(a, "--device")) {
             char *end;
@@ -540,7 +559,8 @@ int at_validate_main(int argc, char **argv, const char *home)
     /* the runtime as an engine opens the table, without the overrides the
     ** last validation stored; and a context with nothing tuned: the fallback */
     if (atk_open(db, device, served ? 0 : ATK_NO_OVERRIDES, &v.rt) != ATK_OK ||
-        atk_open_table(&empty, device, 0, &v.fb) != ATK_OK) {
+        atk_open_table(&empty, device, 0, &v.fb) != ATK_OK ||
+        atk_open(db, device, ATK_UNFUSED | (served ? 0 : ATK_NO_OVERRIDES), &v.unf) != ATK_OK) {
         rc = at_fail(AT_ERR_CUDA, "atk_open: %s", atk_errmsg(NULL));
         goto done;
     }
@@ -610,6 +630,7 @@ int at_validate_main(int argc, char **argv, const char *home)
 done:
     atk_close(v.rt);
     atk_close(v.fb);
+    atk_close(v.unf);
     at_templates_free(v.tpl);
     for (int i = 0; i < ATK_NOPS; i++)
         at_spec_free(v.spec[i]);

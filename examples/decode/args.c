@@ -13,16 +13,24 @@
 #include <string.h>
 
 static const char usage_text[] =
-    "usage: decode [--batch B|B1,B2,...] [--trace M1,M2,...] [--steps N] [--json FILE|-]\n"
-    "              [--db FILE] [--templates DIR] [--device N] [--ops|--no-ops] [--no-standins]\n"
-    "              [--help]\n"
+    "usage: decode [--batch B|B1,B2,...] [--trace M1,M2,...] [--modes 1,2,3,4] [--steps N]\n"
+    "              [--json FILE|-] [--db FILE] [--templates DIR] [--device N] [--ops|--no-ops]\n"
+    "              [--no-standins] [--help]\n"
     "  --batch LIST   batch sizes B (1..64): B tokens per step through every GEMV and\n"
-    "                 norm; tokens/s of the three modes per B (default 1)\n"
+    "                 norm; tokens/s of every mode per B (default 1)\n"
+    "  --modes LIST   the modes to run (default 1,2,3,4; 1 must be among them: it is\n"
+    "                 the reference every other mode is checked against):\n"
+    "                 1 cuBLAS GEMVs + the unfused norm chain (8 kernels per add+norm)\n"
+    "                 2 cuBLAS GEMVs + the naive fused add+norm\n"
+    "                 3 atk: tuned GEMVs and add+norms (atk_gemv, atk_add_gemma_rmsnorm)\n"
+    "                 4 atk fused: the norm in the GEMV's prologue, SwiGLU and the\n"
+    "                   residual add in its epilogue (atk_gemma_rmsnorm_gemv,\n"
+    "                   atk_gemma_rmsnorm_gemv_swiglu, atk_gemv_add)\n"
     "  --trace LIST   a sequence of batch sizes M (1..64, repeats allowed, at most 4096):\n"
     "                 one CUDA graph per distinct M, replayed in trace order, cycling\n"
     "                 through the trace for --steps steps\n"
     "  --steps N      graph replays per timing round (1..1000000, default 100; 5\n"
-    "                 rounds, the three modes interleaved, the median reported)\n"
+    "                 rounds, the modes interleaved, the median reported)\n"
     "  --json FILE    machine-readable results to FILE ('-': stdout; the text\n"
     "                 report then goes to stderr)\n"
     "  --db FILE      the tuned cache atk opens (default ~/.cache/autotune/tune.db)\n"
@@ -31,8 +39,10 @@ static const char usage_text[] =
     "  --ops          the per-op breakdown at every batch size (default: only when\n"
     "                 a single batch size and no trace is run); --no-ops: never\n"
     "  --no-standins  time the step without the attention and recurrence stand-ins\n"
-    "                 and SiLU*mul (they still run in the warm-up step): the GEMVs\n"
-    "                 and norms alone, to compare with another engine's stand-ins\n"
+    "                 and SiLU*mul (they still run in the warm-up step and the\n"
+    "                 agreement check): the GEMVs and norms alone, to compare with\n"
+    "                 another engine's stand-ins (mode 4 keeps SwiGLU: it is inside\n"
+    "                 its gate/up GEMV)\n"
     "  --help         this text\n";
 
 const char *decode_args_usage(void)
@@ -115,6 +125,7 @@ int decode_args_parse(int argc, char **argv, decode_args *a, char *err, size_t e
     memset(a, 0, sizeof *a);
     a->steps = 100;
     a->ops = -1;
+    a->modes = DECODE_ALL_MODES;
     if (err && errlen)
         err[0] = '\0';
     for (int i = 1; i < argc; i++) {
@@ -130,7 +141,7 @@ int decode_args_parse(int argc, char **argv, decode_args *a, char *err, size_t e
             continue;
         }
         static const char *const with_value[] = {"--db",    "--templates", "--steps", "--device",
-                                                 "--batch", "--trace",     "--json"};
+                                                 "--batch", "--trace",     "--json",  "--modes"};
         int known = 0;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
             known |= !strcmp(f, with_value[k]);
@@ -156,7 +167,19 @@ int decode_args_parse(int argc, char **argv, decode_args *a, char *err, size_t e
             bad = one_int(f, v, 1, DECODE_MAX_STEPS, &a->steps, err, errlen);
         else if (!strcmp(f, "--device"))
             bad = one_int(f, v, 0, 1023, &a->device, err, errlen);
-        else if (!strcmp(f, "--trace"))
+        else if (!strcmp(f, "--modes")) {
+            int list[DECODE_NMODES], n = 0;
+            bad = decode_args_list(f, v, 1, DECODE_NMODES, list, DECODE_NMODES, &n, err, errlen);
+            a->modes = 0;
+            for (int j = 0; !bad && j < n; j++) {
+                if (a->modes & (1u << list[j]))
+                    bad = fail(err, errlen, "--modes '%s': %d given twice", v, list[j]);
+                a->modes |= 1u << list[j];
+            }
+            if (!bad && !(a->modes & 2u))
+                bad = fail(err, errlen, "--modes '%s': mode 1 must be among them (the reference of the agreement "
+                                        "check)", v);
+        } else if (!strcmp(f, "--trace"))
             bad = decode_args_list(f, v, 1, DECODE_MAX_BATCH, a->trace, DECODE_MAX_TRACE, &a->ntrace, err, errlen);
         else { /* --batch */
             bad = decode_args_list(f, v, 1, DECODE_MAX_BATCH, a->batch, DECODE_MAX_BATCH, &a->nbatch, err,

@@ -3,7 +3,8 @@
 ** with no CUDA in sight, so the parser is tested on machines without a GPU
 ** (examples/decode/test_args.c). Invariant: a successful parse leaves every
 ** field in range (batch sizes and trace entries in 1..DECODE_MAX_BATCH,
-** steps in 1..DECODE_MAX_STEPS, at least one batch size or a trace).
+** steps in 1..DECODE_MAX_STEPS, at least one batch size or a trace, mode 1
+** among the modes).
 */
 #ifndef DECODE_ARGS_H
 #define DECODE_ARGS_H
@@ -15,6 +16,9 @@
 #define DECODE_MAX_BATCH 64
 #define DECODE_MAX_TRACE 4096
 #define DECODE_MAX_STEPS 1000000
+/* Modes 1..DECODE_NMODES (model.h enum mode); the default runs them all. */
+#define DECODE_NMODES 4
+#define DECODE_ALL_MODES 0x1e /* bits 1..4 */
 
 enum decode_args_status {
     DECODE_ARGS_OK = 0,   /* run */
@@ -37,13 +41,17 @@ typedef struct decode_args {
     int ntrace;
     int no_standins;             /* --no-standins: the timed step leaves out the
                                     attention and recurrence stand-ins and SiLU*mul */
+    unsigned modes;              /* --modes 1,2,4: bit m set for mode m run
+                                    (default DECODE_ALL_MODES); bit 1 always set:
+                                    mode 1 is the agreement check's reference */
 } decode_args;
 
 /* Parses argv[1..argc-1] into *a (every field set, defaults first).
 ** Returns DECODE_ARGS_OK, DECODE_ARGS_HELP, or DECODE_ARGS_BAD with a
 ** one-line message in err (naming the argument and the bad value; err of
 ** errlen bytes, always terminated). No allocation: strings in *a point into
-** argv. Defaults: --batch 1 when neither --batch nor --trace is given. */
+** argv. Defaults: --batch 1 when neither --batch nor --trace is given,
+** every mode. */
 int decode_args_parse(int argc, char **argv, decode_args *a, char *err, size_t errlen);
 
 /* Parses a comma-separated list of integers in lo..hi ("1,2,4" or "8")

@@ -2,11 +2,15 @@
 ** model.c — the decode example's model: kernels compiled at start with
 ** NVRTC (the tuner's baseline norm kernels from templates/baseline/, and
 ** this file's stand-ins), synthetic weights generated on the GPU, and one
-** decode step of M tokens enqueued in one of three modes. Invariant: every
-** mode runs the same ops on the same buffers in the same order; only the
-** GEMV and norm implementations differ (cuBLAS / unfused chain / naive
-** fused / atk). Activations are [M, width] row-major; the stand-ins take
-** the token from blockIdx.y.
+** decode step of M tokens enqueued in one of four modes; the bytes a step
+** must move and the read ceiling they are held against. Invariant: every
+** mode computes the same hidden state up to summation order: modes 1-3 run
+** the same ops on the same buffers in the same order, only the GEMV and
+** norm implementations differ (cuBLAS / unfused chain / naive fused / atk);
+** mode 4 runs atk's fused ops, whose adds and norms round as the separate
+** kernels do (residual = rne(residual + rne(acc)); xn = rne(norm(residual))).
+** Activations are [M, width] row-major; the stand-ins take the token from
+** blockIdx.y.
 */
 #include "model.h"
 
@@ -99,6 +103,35 @@ static const char standin_src[] =
     "    gu += (long long)blockIdx.y * 2 * n; act += (long long)blockIdx.y * n;\n"
     "    float g = at_to_float(gu[i]), u = at_to_float(gu[n + i]);\n"
     "    act[i] = at_from_float(g / (1.0f + __expf(-g)) * u);\n"
+    "}\n";
+
+/* The tuner's streaming-read kernel (tuner/bench.c read_stream, the same
+** text: the step's limit is held against the ceiling the tuner measures):
+** 16-byte streaming loads, READ_UNROLL in flight per thread. */
+static const char read_src[] =
+    "extern \"C\" __global__ void read_stream(const uint4 *__restrict__ src, long long n,\n"
+    "                                        unsigned *__restrict__ sink)\n"
+    "{\n"
+    "    const long long stride = (long long)gridDim.x * blockDim.x;\n"
+    "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "    unsigned acc = 0;\n"
+    "    for (; i + (READ_UNROLL - 1) * stride < n; i += READ_UNROLL * stride) {\n"
+    "        uint4 v[READ_UNROLL];\n"
+    "#pragma unroll\n"
+    "        for (int u = 0; u < READ_UNROLL; u++)\n"
+    "            asm volatile(\"ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];\"\n"
+    "                         : \"=r\"(v[u].x), \"=r\"(v[u].y), \"=r\"(v[u].z), \"=r\"(v[u].w)\n"
+    "                         : \"l\"(src + i + u * stride));\n"
+    "#pragma unroll\n"
+    "        for (int u = 0; u < READ_UNROLL; u++)\n"
+    "            acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;\n"
+    "    }\n"
+    "    for (; i < n; i += stride) {\n"
+    "        uint4 v = src[i];\n"
+    "        acc ^= v.x ^ v.y ^ v.z ^ v.w;\n"
+    "    }\n"
+    "    if (acc == 0x9e3779b9u)\n"
+    "        sink[0] = acc;\n"
     "}\n";
 
 static char *slurp(const char *path)
@@ -234,7 +267,11 @@ int model_init(model *m, const char *templates, int arch, int max_batch)
         compile_file(m, templates, "norm_rsqrt_eps.cu", arch, "norm_rsqrt_eps", &m->k_rsqrt) ||
         compile_file(m, templates, "norm_mul_rows.cu", arch, "norm_mul_rows", &m->k_mul_rows) ||
         compile_file(m, templates, "norm_mul_weight.cu", arch, "norm_mul_weight", &m->k_mul_weight) ||
-        compile_file(m, templates, "norm_cast_back.cu", arch, "norm_cast_back", &m->k_cast_back))
+        compile_file(m, templates, "norm_cast_back.cu", arch, "norm_cast_back", &m->k_cast_back) ||
+        compile(m, templates, "read_stream4.cu", read_src, arch, "-DREAD_UNROLL=4", &mod) ||
+        cu_check(cuModuleGetFunction(&m->k_read[0], mod, "read_stream"), "read_stream") ||
+        compile(m, templates, "read_stream8.cu", read_src, arch, "-DREAD_UNROLL=8", &mod) ||
+        cu_check(cuModuleGetFunction(&m->k_read[1], mod, "read_stream"), "read_stream"))
         return 1;
     for (int l = 0; l < LAYERS; l++) {
         layer *L = &m->layers[l];
@@ -267,6 +304,21 @@ int model_init(model *m, const char *templates, int arch, int max_batch)
     const size_t rows = B * 4 > 256 ? B * 4 : 256;
     if (alloc(m, &m->f_ms, rows, 0) || alloc(m, &m->f_rs, rows, 0))
         return 1;
+    /* mode 4: one scratch for every fused call, the largest any of them
+    ** needs at max_batch (a call may fall back to the unfused sequence) */
+    const int64_t fused_n[] = {QKVG, QKVZ, BA, VOCAB};
+    m->fused_scratch_bytes = atk_fused_scratch_bytes(ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU, ATK_BF16, max_batch, HIDDEN,
+                                                     INTER);
+    for (size_t i = 0; i < sizeof fused_n / sizeof fused_n[0]; i++) {
+        size_t b = atk_fused_scratch_bytes(ATK_OP_GEMMA_RMSNORM_GEMV, ATK_BF16, max_batch, HIDDEN, fused_n[i]);
+        m->fused_scratch_bytes = b > m->fused_scratch_bytes ? b : m->fused_scratch_bytes;
+    }
+    if (m->fused_scratch_bytes == 0) {
+        fprintf(stderr, "decode: atk_fused_scratch_bytes: 0 for the fused decode ops (runtime without them?)\n");
+        return 1;
+    }
+    if (alloc(m, &m->fused_scratch, m->fused_scratch_bytes, 0))
+        return 1;
     return model_reset_state(m) || cu_check(cuStreamSynchronize(m->stream), "weights");
 }
 
@@ -284,7 +336,8 @@ int model_reset_state(model *m)
 void model_free(model *m)
 {
     CUdeviceptr all[] = {m->w_lm, m->norm_final, m->embed, m->delta, m->residual, m->normed, m->big, m->act,
-                         m->out, m->logits, m->f_x, m->f_sq, m->f_ms, m->f_rs, m->f_xn, m->f_yw};
+                         m->out, m->logits, m->f_x, m->f_sq, m->f_ms, m->f_rs, m->f_xn, m->f_yw,
+                         m->fused_scratch};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i])
             cuMemFree(all[i]);
@@ -351,12 +404,91 @@ static int norm(model *m, enum mode mode, int M, CUdeviceptr x, CUdeviceptr w, C
 
 #define ON(k) (mask & (1u << (k)))
 
+int kind_in_mode(enum op_kind k, enum mode mode)
+{
+    if (k == K_ATTN || k == K_LINEAR)
+        return 1;
+    return (mode == MODE_FUSED) == (k >= K_NORM_QKVG);
+}
+
+/* mode 4: y[M,N] = rne(gemma_rmsnorm(residual) . W^T) */
+static int norm_gemv(model *m, int M, CUdeviceptr w, CUdeviceptr W, CUdeviceptr y, int N)
+{
+    return atk_check(atk_gemma_rmsnorm_gemv(m->atk, (atk_stream)m->stream, ATK_BF16, M, HIDDEN, N,
+                                            (void *)m->residual, (void *)w, (void *)W, (void *)y, 1e-6f,
+                                            (void *)m->fused_scratch),
+                     m->atk, "atk_gemma_rmsnorm_gemv");
+}
+
+/* mode 4: residual[M,HIDDEN] += x[M,K] . W^T, rounded as the GEMV and the add */
+static int gemv_add(model *m, int M, CUdeviceptr x, CUdeviceptr W, int K)
+{
+    return atk_check(atk_gemv_add(m->atk, (atk_stream)m->stream, ATK_BF16, M, K, HIDDEN, (void *)x, (void *)W,
+                                  (void *)m->residual),
+                     m->atk, "atk_gemv_add");
+}
+
+/* Mode 4: the residual stream lives in m->residual from the embeddings on;
+** every norm is in the prologue of the GEMV that reads it, SwiGLU in the
+** gate/up GEMV's epilogue, every residual add in the epilogue of the GEMV
+** that produces the delta: per layer 3 (linear: 4) atk calls and the
+** stand-in, no add, norm or SiLU*mul kernel between them. */
+static int step_fused(model *m, unsigned mask, int M)
+{
+    const unsigned rows = (unsigned)M;
+    CUdeviceptr ba = m->act; /* as in model_step: read by the recurrence before the MLP writes act */
+    if (cu_check(cuMemcpyDtoDAsync(m->residual, m->embed, (size_t)M * HIDDEN * 2, m->stream), "copy"))
+        return 1;
+    for (int l = 0; l < LAYERS; l++) {
+        layer *L = &m->layers[l];
+        const int swap_norms = m->fault == FAULT_SWAP_NORMS;
+        CUdeviceptr n1 = swap_norms ? L->norm2 : L->norm1, n2 = swap_norms ? L->norm1 : L->norm2;
+        if (L->linear) {
+            if ((ON(K_NORM_QKVZ) && norm_gemv(m, M, n1, L->w_in, m->big, QKVZ)) ||
+                (ON(K_NORM_BA) && norm_gemv(m, M, n1, L->w_ba, ba, BA)))
+                return 1;
+            void *a[] = {&m->big, &ba, &L->state, &m->out};
+            if (ON(K_LINEAR) && launch(m, m->k_linear, LHEADS, rows, LDIM, a))
+                return 1;
+        } else {
+            if (ON(K_NORM_QKVG) && norm_gemv(m, M, n1, L->w_in, m->big, QKVG))
+                return 1;
+            void *a[] = {&m->big, &m->out};
+            if (ON(K_ATTN) && launch(m, m->k_attn, HIDDEN / 256, rows, 256, a))
+                return 1;
+        }
+        if (ON(K_ATTN_O_ADD) && gemv_add(m, M, m->out, L->w_out, HIDDEN))
+            return 1;
+        /* w_gate_up is [2 * INTER, HIDDEN]: the gate rows, then the up rows
+        ** (silu_mul reads gate at i, up at INTER + i of the GEMV's row) */
+        CUdeviceptr wg = L->w_gate_up, wu = L->w_gate_up + (CUdeviceptr)INTER * HIDDEN * 2;
+        if (m->fault == FAULT_SWAP_GATE_UP) {
+            CUdeviceptr t = wg;
+            wg = wu;
+            wu = t;
+        }
+        if (ON(K_NORM_SWIGLU) &&
+            atk_check(atk_gemma_rmsnorm_gemv_swiglu(m->atk, (atk_stream)m->stream, ATK_BF16, M, HIDDEN, INTER,
+                                                    (void *)m->residual, (void *)n2, (void *)wg, (void *)wu,
+                                                    (void *)m->act, 1e-6f, (void *)m->fused_scratch),
+                      m->atk, "atk_gemma_rmsnorm_gemv_swiglu"))
+            return 1;
+        if (m->fault == FAULT_DROP_ADD && l == LAYERS - 1)
+            continue;
+        if (ON(K_DOWN_ADD) && gemv_add(m, M, m->act, L->w_down, INTER))
+            return 1;
+    }
+    return ON(K_NORM_LM_HEAD) && norm_gemv(m, M, m->norm_final, m->w_lm, m->logits, VOCAB);
+}
+
 int model_step(model *m, enum mode mode, unsigned mask, int M)
 {
     if (M < 1 || M > m->max_batch) {
         fprintf(stderr, "decode: a step of %d tokens: out of range 1..%d\n", M, m->max_batch);
         return 1;
     }
+    if (mode == MODE_FUSED)
+        return step_fused(m, mask, M);
     const unsigned rows = (unsigned)M;
     /* fresh tokens: residual = 0, the first norm adds the embeddings (row t
     ** of embed is token t's) */
@@ -396,4 +528,67 @@ int model_step(model *m, enum mode mode, unsigned mask, int M)
     }
     return (ON(K_NORM) && norm(m, mode, M, m->delta, m->norm_final, m->normed)) ||
            (ON(K_LM_HEAD) && gemv(m, mode, M, m->normed, m->w_lm, m->logits, HIDDEN, VOCAB));
+}
+
+/* ------------------------------------------------------ the step's limit */
+
+void model_step_bytes(const model *m, double M, step_bytes *b)
+{
+    const double e = 2.0 * M; /* bytes per activation element, all rows */
+    const int linear = LAYERS / 4 * 3, full = LAYERS - linear;
+    b->weights = (double)m->weight_bytes;
+    /* per layer: the input GEMVs read the residual and write their outputs;
+    ** o_proj reads out, reads and writes the residual; gate_up reads the
+    ** residual, writes act (SwiGLU in its epilogue); down reads act, reads
+    ** and writes the residual. Then the embeddings in, the final norm's
+    ** read of the residual and the logits out. */
+    const double common = e * (HIDDEN + 2.0 * HIDDEN) + e * (HIDDEN + INTER) + e * (INTER + 2.0 * HIDDEN);
+    b->activations = linear * (e * (HIDDEN + QKVZ) + e * (HIDDEN + BA) + common) +
+                     full * (e * (HIDDEN + QKVG) + common) + e * HIDDEN + e * (HIDDEN + VOCAB);
+    /* the stand-ins: the recurrence reads q, k, v, z, beta, decay and its
+    ** fp32 state, writes the state and out; the attention reads v and the
+    ** gate and writes out */
+    b->standins = linear * (e * (QKVZ + BA + HIDDEN) + 2.0 * M * LHEADS * LDIM * LDIM * 4.0) +
+                  full * (e * (HIDDEN + 512 + HIDDEN));
+}
+
+int model_read_ceiling(model *m, int sms, double *gbps)
+{
+    CUdeviceptr src = m->w_lm, sink = m->f_ms; /* sink: never written (no word xors to the magic) */
+    long long words = (long long)((size_t)VOCAB * HIDDEN * 2 / 16);
+    CUevent a = NULL, b = NULL;
+    double best = 1e30;
+    int rc = cu_check(cuEventCreate(&a, CU_EVENT_DEFAULT), "event") ||
+             cu_check(cuEventCreate(&b, CU_EVENT_DEFAULT), "event");
+    for (int u = 0; u < 2 && !rc; u++)
+        for (int per_sm = 1; per_sm <= 8 && !rc; per_sm *= 2) {
+            CUgraph g = NULL;
+            CUgraphExec exec = NULL;
+            void *args[] = {&src, &words, &sink};
+            rc = cu_check(cuStreamBeginCapture(m->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "begin capture");
+            for (int i = 0; i < 4 && !rc; i++)
+                rc = launch(m, m->k_read[u], (unsigned)(sms * per_sm), 1, 512, args);
+            int rc2 = cu_check(cuStreamEndCapture(m->stream, &g), "end capture");
+            rc = rc || rc2 || cu_check(cuGraphInstantiate(&exec, g, 0), "cuGraphInstantiate") ||
+                 cu_check(cuGraphLaunch(exec, m->stream), "cuGraphLaunch"); /* warm-up */
+            for (int r = 0; r < 5 && !rc; r++) {
+                float ms = 0.0f;
+                rc = cu_check(cuEventRecord(a, m->stream), "record") ||
+                     cu_check(cuGraphLaunch(exec, m->stream), "cuGraphLaunch") ||
+                     cu_check(cuEventRecord(b, m->stream), "record") || cu_check(cuEventSynchronize(b), "sync") ||
+                     cu_check(cuEventElapsedTime(&ms, a, b), "elapsed");
+                if (!rc && 1000.0 * ms / 4 < best)
+                    best = 1000.0 * ms / 4;
+            }
+            if (exec)
+                cuGraphExecDestroy(exec);
+            if (g)
+                cuGraphDestroy(g);
+        }
+    if (a)
+        cuEventDestroy(a);
+    if (b)
+        cuEventDestroy(b);
+    *gbps = rc ? 0.0 : (double)words * 16.0 / (best * 1e3);
+    return rc;
 }

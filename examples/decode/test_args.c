@@ -1,7 +1,7 @@
 /*
 ** test_args.c — the decode example's command line (args.c), on the CPU.
 ** One executable, one group of tests per ctest entry (decode_args_<group>):
-** `test_decode_args batch|trace|errors|misc|cli|nodriver`; no argument runs
+** `test_decode_args batch|trace|modes|errors|misc|cli|nodriver`; no argument runs
 ** them all. cli and nodriver run the decode binary itself (DECODE_BIN): it
 ** must start, print usage and reject bad input on a machine without a GPU;
 ** nodriver (a run without a driver says so, exit 1) skips where a driver is.
@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -43,6 +44,7 @@ static void defaults(void)
     CHECK_EQ_INT(A.steps, 100);
     CHECK_EQ_INT(A.device, 0);
     CHECK_EQ_INT(A.ops, -1);
+    CHECK_EQ_INT((int)A.modes, DECODE_ALL_MODES);
     CHECK(A.db == NULL && A.templates == NULL && A.json == NULL);
 }
 
@@ -126,6 +128,40 @@ static void trace_bad(void)
     CHECK_STR_HAS(err, "more than 4096 items");
 }
 
+static void modes_ok(void)
+{
+    CHECK_EQ_INT(parse("--modes", "1,4", NULL), DECODE_ARGS_OK);
+    CHECK_EQ_INT((int)A.modes, (1 << 1) | (1 << 4));
+    CHECK_EQ_INT(parse("--modes", "4,3,2,1", NULL), DECODE_ARGS_OK);
+    CHECK_EQ_INT((int)A.modes, DECODE_ALL_MODES);
+    CHECK_EQ_INT(parse("--modes", "1", "--batch", "2", NULL), DECODE_ARGS_OK);
+    CHECK_EQ_INT((int)A.modes, 1 << 1);
+    CHECK_EQ_INT(A.batch[0], 2);
+    /* the last --modes wins */
+    CHECK_EQ_INT(parse("--modes", "1,2", "--modes", "1,3", NULL), DECODE_ARGS_OK);
+    CHECK_EQ_INT((int)A.modes, (1 << 1) | (1 << 3));
+}
+
+static void modes_bad(void)
+{
+    CHECK_EQ_INT(parse("--modes", "4", NULL), DECODE_ARGS_BAD);
+    CHECK_STR_HAS(err, "--modes '4': mode 1 must be among them");
+    CHECK_EQ_INT(parse("--modes", "1,5", NULL), DECODE_ARGS_BAD);
+    CHECK_STR_HAS(err, "--modes '1,5': 5 is out of range 1..4");
+    CHECK_EQ_INT(parse("--modes", "0,1", NULL), DECODE_ARGS_BAD);
+    CHECK_STR_HAS(err, "0 is out of range 1..4");
+    CHECK_EQ_INT(parse("--modes", "1,4,4", NULL), DECODE_ARGS_BAD);
+    CHECK_STR_HAS(err, "4 given twice");
+    CHECK_EQ_INT(parse("--modes", "1,x", NULL), DECODE_ARGS_BAD);
+    CHECK_STR_HAS(err, "'x' is not a whole number");
+    CHECK_EQ_INT(parse("--modes", "", NULL), DECODE_ARGS_BAD);
+    CHECK_STR_HAS(err, "--modes: empty list");
+    CHECK_EQ_INT(parse("--modes", "1,2,3,4,1", NULL), DECODE_ARGS_BAD);
+    CHECK_STR_HAS(err, "more than 4 items");
+    CHECK_EQ_INT(parse("--modes", NULL), DECODE_ARGS_BAD);
+    CHECK_STR_HAS(err, "--modes needs a value");
+}
+
 static void errors_flags(void)
 {
     CHECK_EQ_INT(parse("--bogus", NULL), DECODE_ARGS_BAD);
@@ -175,6 +211,8 @@ static void misc_help(void)
     CHECK_STR_HAS(u, "--trace");
     CHECK_STR_HAS(u, "--steps");
     CHECK_STR_HAS(u, "--json");
+    CHECK_STR_HAS(u, "--modes");
+    CHECK_STR_HAS(u, "4 atk fused");
 }
 
 static void misc_list(void)
@@ -224,6 +262,7 @@ static void cli_help(void)
     CHECK_EQ_INT(run_decode("--help"), 0);
     CHECK_STR_HAS(output, "usage: decode");
     CHECK_STR_HAS(output, "--trace");
+    CHECK_STR_HAS(output, "--modes");
     CHECK_EQ_INT(run_decode("--batch 4 -h"), 0);
 }
 
@@ -241,6 +280,13 @@ static void cli_bad_input(void)
     CHECK_STR_HAS(output, "unknown argument '--frob'");
     CHECK_EQ_INT(run_decode("--steps"), 2);
     CHECK_STR_HAS(output, "--steps needs a value");
+    CHECK_EQ_INT(run_decode("--modes 2,4"), 2);
+    CHECK_STR_HAS(output, "decode: --modes '2,4': mode 1 must be among them");
+    /* the agreement check's self-test names its bug; an unknown one is bad input */
+    setenv("DECODE_FAULT", "bogus", 1);
+    CHECK_EQ_INT(run_decode("--batch 1"), 2);
+    CHECK_STR_HAS(output, "DECODE_FAULT 'bogus': unknown");
+    unsetenv("DECODE_FAULT");
     CHECK_EQ_INT(run_decode("--json /nonexistent-dir/x/results.json"), 2);
     CHECK_STR_HAS(output, "--json '/nonexistent-dir/x/results.json': cannot open");
 }
@@ -271,6 +317,10 @@ int main(int argc, char **argv)
     if (all || !strcmp(g, "trace")) {
         TT_RUN(trace_ok);
         TT_RUN(trace_bad);
+    }
+    if (all || !strcmp(g, "modes")) {
+        TT_RUN(modes_ok);
+        TT_RUN(modes_bad);
     }
     if (all || !strcmp(g, "errors"))
         TT_RUN(errors_flags);

@@ -12,12 +12,12 @@ or atk.patch."""
 
 from .errors import AtkError, LibraryNotFound
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
-from .flags import NO_INFER, NO_NVRTC, NO_OVERRIDES, SAME_DRIVER, STRICT, STRICT_OPEN
+from .flags import NO_INFER, NO_NVRTC, NO_OVERRIDES, SAME_DRIVER, STRICT, STRICT_OPEN, UNFUSED
 
 __all__ = ["open", "open_dry", "patch", "AtkError", "LibraryNotFound", "Table", "Choice", "Patch",
-           "STRICT_OPEN", "STRICT", "NO_INFER", "NO_NVRTC", "SAME_DRIVER", "NO_OVERRIDES"]
+           "STRICT_OPEN", "STRICT", "NO_INFER", "NO_NVRTC", "SAME_DRIVER", "NO_OVERRIDES", "UNFUSED"]
 
 # name -> (module, attribute), imported on first use (module __getattr__)
 _LAZY = {

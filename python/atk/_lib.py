@@ -35,8 +35,14 @@ OP_ADD_RMSNORM = 2
 OP_GEMMA_RMSNORM = 3
 OP_ADD_GEMMA_RMSNORM = 4
 OP_GEMV_ADD = 5
-NOPS = 6
-OP_NAMES = ("gemv", "rmsnorm", "add_rmsnorm", "gemma_rmsnorm", "add_gemma_rmsnorm", "gemv_add")
+OP_RMSNORM_GEMV = 6
+OP_GEMMA_RMSNORM_GEMV = 7
+OP_GEMV_SWIGLU = 8
+OP_RMSNORM_GEMV_SWIGLU = 9
+OP_GEMMA_RMSNORM_GEMV_SWIGLU = 10
+NOPS = 11
+OP_NAMES = ("gemv", "rmsnorm", "add_rmsnorm", "gemma_rmsnorm", "add_gemma_rmsnorm", "gemv_add", "rmsnorm_gemv",
+            "gemma_rmsnorm_gemv", "gemv_swiglu", "rmsnorm_gemv_swiglu", "gemma_rmsnorm_gemv_swiglu")
 
 # enum atk_path
 PATH_TUNED = 1
@@ -45,7 +51,7 @@ PATH_FALLBACK = 3
 PATH_BUCKET = 4
 PATH_NAMES = {PATH_TUNED: "tuned", PATH_INFERRED: "inferred", PATH_FALLBACK: "fallback", PATH_BUCKET: "bucket"}
 
-from .flags import NO_INFER, NO_NVRTC, NO_OVERRIDES, SAME_DRIVER, STRICT, STRICT_OPEN  # noqa: F401,E402
+from .flags import NO_INFER, NO_NVRTC, NO_OVERRIDES, SAME_DRIVER, STRICT, STRICT_OPEN, UNFUSED  # noqa: F401,E402
 
 
 class GpuId(ctypes.Structure):
@@ -117,6 +123,12 @@ _SIGNATURES = {
     "atk_close": (None, [_vp]),
     "atk_gemv": (_i, [_vp, _vp, _i, _i64, _i64, _i64, _vp, _vp, _vp]),
     "atk_gemv_add": (_i, [_vp, _vp, _i, _i64, _i64, _i64, _vp, _vp, _vp]),
+    "atk_rmsnorm_gemv": (_i, [_vp, _vp, _i, _i64, _i64, _i64, _vp, _vp, _vp, _vp, _f, _vp]),
+    "atk_gemma_rmsnorm_gemv": (_i, [_vp, _vp, _i, _i64, _i64, _i64, _vp, _vp, _vp, _vp, _f, _vp]),
+    "atk_gemv_swiglu": (_i, [_vp, _vp, _i, _i64, _i64, _i64, _vp, _vp, _vp, _vp, _vp]),
+    "atk_rmsnorm_gemv_swiglu": (_i, [_vp, _vp, _i, _i64, _i64, _i64, _vp, _vp, _vp, _vp, _vp, _f, _vp]),
+    "atk_gemma_rmsnorm_gemv_swiglu": (_i, [_vp, _vp, _i, _i64, _i64, _i64, _vp, _vp, _vp, _vp, _vp, _f, _vp]),
+    "atk_fused_scratch_bytes": (ctypes.c_size_t, [_i, _i, _i64, _i64, _i64]),
     "atk_rmsnorm": (_i, [_vp, _vp, _i, _i64, _i64, _vp, _vp, _vp, _f]),
     "atk_add_rmsnorm": (_i, [_vp, _vp, _i, _i64, _i64, _vp, _vp, _vp, _vp, _f]),
     "atk_gemma_rmsnorm": (_i, [_vp, _vp, _i, _i64, _i64, _vp, _vp, _vp, _f]),

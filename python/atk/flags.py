@@ -7,3 +7,4 @@ NO_INFER = 1 << 2      # never borrow another K, N's kernel
 NO_NVRTC = 1 << 3      # never recompile a cubin that does not load
 SAME_DRIVER = 1 << 4   # only entries tuned under the present driver
 NO_OVERRIDES = 1 << 5  # ignore validation overrides: the table as tuned
+UNFUSED = 1 << 6       # load no fused-op entry: fused calls run their unfused sequence

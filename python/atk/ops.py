@@ -6,7 +6,15 @@
     torch.ops.atk.gemma_rmsnorm(Tensor x, Tensor w, float eps, int table) -> Tensor
     torch.ops.atk.add_rmsnorm(Tensor x, Tensor(a!) residual, Tensor w, float eps, int table) -> Tensor
     torch.ops.atk.add_gemma_rmsnorm(Tensor x, Tensor(a!) residual, Tensor w, float eps, int table) -> Tensor
+    torch.ops.atk.gemv_add(Tensor x, Tensor W, Tensor(a!) residual, int table) -> ()
+    torch.ops.atk.rmsnorm_gemv(Tensor x, Tensor w, Tensor W, float eps, int table) -> Tensor
+    torch.ops.atk.gemma_rmsnorm_gemv(Tensor x, Tensor w, Tensor W, float eps, int table) -> Tensor
+    torch.ops.atk.gemv_swiglu(Tensor x, Tensor Wg, Tensor Wu, int table) -> Tensor
+    torch.ops.atk.rmsnorm_gemv_swiglu(Tensor x, Tensor w, Tensor Wg, Tensor Wu, float eps, int table) -> Tensor
+    torch.ops.atk.gemma_rmsnorm_gemv_swiglu(Tensor x, Tensor w, Tensor Wg, Tensor Wu, float eps, int table) -> Tensor
 
+The fused ops allocate their scratch per call (the caching allocator;
+inside a captured graph, from the graph's pool).
 `table` is Table.handle (the process registry of open tables). The add ops
 write residual in place, declared in the schema (a!) so functionalization
 keeps the write. Fake (meta) kernels give shapes and dtypes without a
@@ -25,6 +33,12 @@ _SCHEMAS = {
     "add_rmsnorm": "add_rmsnorm(Tensor x, Tensor(a!) residual, Tensor w, float eps, int table) -> Tensor",
     "add_gemma_rmsnorm": "add_gemma_rmsnorm(Tensor x, Tensor(a!) residual, Tensor w, float eps, int table) -> Tensor",
     "gemv_add": "gemv_add(Tensor x, Tensor W, Tensor(a!) residual, int table) -> ()",
+    "rmsnorm_gemv": "rmsnorm_gemv(Tensor x, Tensor w, Tensor W, float eps, int table) -> Tensor",
+    "gemma_rmsnorm_gemv": "gemma_rmsnorm_gemv(Tensor x, Tensor w, Tensor W, float eps, int table) -> Tensor",
+    "gemv_swiglu": "gemv_swiglu(Tensor x, Tensor Wg, Tensor Wu, int table) -> Tensor",
+    "rmsnorm_gemv_swiglu": "rmsnorm_gemv_swiglu(Tensor x, Tensor w, Tensor Wg, Tensor Wu, float eps, int table) -> Tensor",
+    "gemma_rmsnorm_gemv_swiglu":
+        "gemma_rmsnorm_gemv_swiglu(Tensor x, Tensor w, Tensor Wg, Tensor Wu, float eps, int table) -> Tensor",
 }
 
 _lib = torch.library.Library("atk", "DEF")
@@ -58,8 +72,31 @@ def _gemv_add(x, W, residual, table):
     lookup(table).gemv_add(x, W, residual)
 
 
+def _rmsnorm_gemv(x, w, W, eps, table):
+    return lookup(table).rmsnorm_gemv(x, w, W, eps)
+
+
+def _gemma_rmsnorm_gemv(x, w, W, eps, table):
+    return lookup(table).gemma_rmsnorm_gemv(x, w, W, eps)
+
+
+def _gemv_swiglu(x, Wg, Wu, table):
+    return lookup(table).gemv_swiglu(x, Wg, Wu)
+
+
+def _rmsnorm_gemv_swiglu(x, w, Wg, Wu, eps, table):
+    return lookup(table).rmsnorm_gemv_swiglu(x, w, Wg, Wu, eps)
+
+
+def _gemma_rmsnorm_gemv_swiglu(x, w, Wg, Wu, eps, table):
+    return lookup(table).gemma_rmsnorm_gemv_swiglu(x, w, Wg, Wu, eps)
+
+
 for _name, _fn in (("gemv", _gemv), ("gemv_add", _gemv_add), ("rmsnorm", _rmsnorm), ("gemma_rmsnorm", _gemma_rmsnorm),
-                   ("add_rmsnorm", _add_rmsnorm), ("add_gemma_rmsnorm", _add_gemma_rmsnorm)):
+                   ("add_rmsnorm", _add_rmsnorm), ("add_gemma_rmsnorm", _add_gemma_rmsnorm),
+                   ("rmsnorm_gemv", _rmsnorm_gemv), ("gemma_rmsnorm_gemv", _gemma_rmsnorm_gemv),
+                   ("gemv_swiglu", _gemv_swiglu), ("rmsnorm_gemv_swiglu", _rmsnorm_gemv_swiglu),
+                   ("gemma_rmsnorm_gemv_swiglu", _gemma_rmsnorm_gemv_swiglu)):
     for _key in ("CUDA", "CPU"):
         _lib.impl(_name, _fn, _key)
 
@@ -99,10 +136,44 @@ def _gemv_add_fake(x, W, residual, table):
     return None
 
 
+def _fused_fake(op, x, W):
+    torch._check(x.shape[-1] == W.shape[1], lambda: f"atk.{op}: x's K must equal W's K")
+    return x.new_empty(x.shape[:-1] + (W.shape[0],))
+
+
+@_register_fake("atk::rmsnorm_gemv")
+def _rmsnorm_gemv_fake(x, w, W, eps, table):
+    return _fused_fake("rmsnorm_gemv", x, W)
+
+
+@_register_fake("atk::gemma_rmsnorm_gemv")
+def _gemma_rmsnorm_gemv_fake(x, w, W, eps, table):
+    return _fused_fake("gemma_rmsnorm_gemv", x, W)
+
+
+@_register_fake("atk::gemv_swiglu")
+def _gemv_swiglu_fake(x, Wg, Wu, table):
+    return _fused_fake("gemv_swiglu", x, Wg)
+
+
+@_register_fake("atk::rmsnorm_gemv_swiglu")
+def _rmsnorm_gemv_swiglu_fake(x, w, Wg, Wu, eps, table):
+    return _fused_fake("rmsnorm_gemv_swiglu", x, Wg)
+
+
+@_register_fake("atk::gemma_rmsnorm_gemv_swiglu")
+def _gemma_rmsnorm_gemv_swiglu_fake(x, w, Wg, Wu, eps, table):
+    return _fused_fake("gemma_rmsnorm_gemv_swiglu", x, Wg)
+
+
 gemv = torch.ops.atk.gemv
 gemv_add = torch.ops.atk.gemv_add
 rmsnorm = torch.ops.atk.rmsnorm
 gemma_rmsnorm = torch.ops.atk.gemma_rmsnorm
 add_rmsnorm = torch.ops.atk.add_rmsnorm
 add_gemma_rmsnorm = torch.ops.atk.add_gemma_rmsnorm
-
+rmsnorm_gemv = torch.ops.atk.rmsnorm_gemv
+gemma_rmsnorm_gemv = torch.ops.atk.gemma_rmsnorm_gemv
+gemv_swiglu = torch.ops.atk.gemv_swiglu
+rmsnorm_gemv_swiglu = torch.ops.atk.rmsnorm_gemv_swiglu
+gemma_rmsnorm_gemv_swiglu = torch.ops.atk.gemma_rmsnorm_gemv_swiglu

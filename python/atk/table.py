@@ -116,6 +116,11 @@ class Table:
         self._f_gemv = lib.atk_gemv
         self._f_gemv_add = lib.atk_gemv_add
         self._f_norm = (None, lib.atk_rmsnorm, lib.atk_add_rmsnorm, lib.atk_gemma_rmsnorm, lib.atk_add_gemma_rmsnorm)
+        self._f_fused = {_lib.OP_RMSNORM_GEMV: lib.atk_rmsnorm_gemv,
+                         _lib.OP_GEMMA_RMSNORM_GEMV: lib.atk_gemma_rmsnorm_gemv,
+                         _lib.OP_GEMV_SWIGLU: lib.atk_gemv_swiglu,
+                         _lib.OP_RMSNORM_GEMV_SWIGLU: lib.atk_rmsnorm_gemv_swiglu,
+                         _lib.OP_GEMMA_RMSNORM_GEMV_SWIGLU: lib.atk_gemma_rmsnorm_gemv_swiglu}
         self._serves = {}  # (op, dtype, M, K, N) -> bool; the context is immutable
         with _registry_lock:
             self.handle = next(_ids)
@@ -433,6 +438,96 @@ class Table:
     def add_gemma_rmsnorm(self, x, residual, w, eps=1e-6, out=None):
         """add_rmsnorm with the weight factor (1 + w)."""
         return self._norm(_lib.OP_ADD_GEMMA_RMSNORM, "add_gemma_rmsnorm", x, residual, w, eps, out)
+
+    # ----------------------------------------------------- fused decode ops
+    def scratch_bytes(self, op, dtype, M, K, N):
+        """Bytes of scratch a fused call of `op` needs (its unfused fallback:
+        the normalized x, then g and u); 0 for an op that is not fused."""
+        return self._lib.atk_fused_scratch_bytes(_op_code(op), _dtype_code(dtype), int(M), int(K), int(N))
+
+    def _fused(self, op, w, x, Wg, Wu, eps, out, scratch):
+        """The five fused calls: checks every argument (naming it), allocates
+        y and scratch with torch when not given, launches one call."""
+        ctx = self._c()
+        name = _lib.OP_NAMES[op]
+        norm, swiglu = w is not None, Wu is not None
+        dt = self._tensor(name, "x", x)
+        wn = "Wg" if swiglu else "W"
+        if self._tensor(name, wn, Wg, 2) != dt:
+            raise TypeError(f"atk.{name}: {wn} is {Wg.dtype}, x is {x.dtype}: they must match")
+        N, K = Wg.shape
+        if x.shape[-1] != K:
+            raise ValueError(f"atk.{name}: x has K={x.shape[-1]} columns, {wn} [N={N}, K={K}] needs K={K}")
+        if swiglu:
+            if self._tensor(name, "Wu", Wu, 2) != dt:
+                raise TypeError(f"atk.{name}: Wu is {Wu.dtype}, x is {x.dtype}: they must match")
+            if tuple(Wu.shape) != (N, K):
+                raise ValueError(f"atk.{name}: Wu must have Wg's shape {(N, K)} (got {tuple(Wu.shape)})")
+        if norm:
+            if self._tensor(name, "w", w, 1) != dt:
+                raise TypeError(f"atk.{name}: w is {w.dtype}, x is {x.dtype}: they must match")
+            if w.shape[0] != K:
+                raise ValueError(f"atk.{name}: w has {w.shape[0]} elements, x has K={K} columns")
+        M = x.numel() // K if K else 0
+        if M == 0 or N == 0:
+            raise ValueError(f"atk.{name}: empty problem (M={M}, K={K}, N={N})")
+        y = self._out(name, out, x.shape[:-1] + (N,), x)
+        need = self._lib.atk_fused_scratch_bytes(op, dt, M, K, N)
+        if scratch is None:
+            scratch = torch.empty(need, dtype=torch.uint8, device=x.device)
+        else:
+            if torch is None or not isinstance(scratch, torch.Tensor):
+                raise TypeError(f"atk.{name}: scratch must be a torch.Tensor (got {type(scratch).__name__})")
+            if not scratch.is_contiguous():
+                raise ValueError(f"atk.{name}: scratch must be contiguous")
+            if scratch.data_ptr() & 15:
+                raise ValueError(f"atk.{name}: scratch's data must be 16-byte aligned (data_ptr() % 16 = "
+                                 f"{scratch.data_ptr() % 16})")
+            have = scratch.numel() * scratch.element_size()
+            if have < need:
+                raise ValueError(f"atk.{name}: scratch has {have} bytes, the call needs {need} "
+                                 f"(Table.scratch_bytes({name!r}, ...))")
+        names = ["x", wn] + (["Wu"] if swiglu else []) + (["w"] if norm else []) + ["out", "scratch"]
+        tensors = [x, Wg] + ([Wu] if swiglu else []) + ([w] if norm else []) + [y, scratch]
+        stream = self._device(name, names, tensors)
+        fn = self._f_fused[op]
+        xp, gp, yp, sp = x.data_ptr(), Wg.data_ptr(), y.data_ptr(), scratch.data_ptr()
+        if norm and swiglu:
+            rc = fn(ctx, stream, dt, M, K, N, xp, w.data_ptr(), gp, Wu.data_ptr(), yp, eps, sp)
+        elif norm:
+            rc = fn(ctx, stream, dt, M, K, N, xp, w.data_ptr(), gp, yp, eps, sp)
+        else:
+            rc = fn(ctx, stream, dt, M, K, N, xp, gp, Wu.data_ptr(), yp, sp)
+        if rc:
+            raise self._fail(rc)
+        return y
+
+    def rmsnorm_gemv(self, x, w, W, eps=1e-6, out=None, scratch=None):
+        """y = rmsnorm(x, w, eps) . W^T in one kernel where one is tuned:
+        x [..., K], w [K], W [N, K]; returns y [..., N]. Rounded as the
+        unfused rmsnorm then gemv. scratch (bytes, scratch_bytes(...)) is
+        allocated per call when not given: pass one to reuse it (graphs)."""
+        return self._fused(_lib.OP_RMSNORM_GEMV, w, x, W, None, eps, out, scratch)
+
+    def gemma_rmsnorm_gemv(self, x, w, W, eps=1e-6, out=None, scratch=None):
+        """rmsnorm_gemv with the Gemma weight factor (1 + w)."""
+        return self._fused(_lib.OP_GEMMA_RMSNORM_GEMV, w, x, W, None, eps, out, scratch)
+
+    def gemv_swiglu(self, x, Wg, Wu, out=None, scratch=None):
+        """y = silu(x . Wg^T) * (x . Wu^T), g and u rounded to x's dtype
+        first: x [..., K], Wg and Wu [N, K] (N the intermediate size);
+        returns y [..., N]. A concatenated gate_up weight W [2N, K] is
+        passed as W[:N], W[N:] (atk sees Wu == Wg + N*K: one GEMV over 2N
+        rows in its unfused path)."""
+        return self._fused(_lib.OP_GEMV_SWIGLU, None, x, Wg, Wu, 0.0, out, scratch)
+
+    def rmsnorm_gemv_swiglu(self, x, w, Wg, Wu, eps=1e-6, out=None, scratch=None):
+        """gemv_swiglu of rmsnorm(x, w, eps)."""
+        return self._fused(_lib.OP_RMSNORM_GEMV_SWIGLU, w, x, Wg, Wu, eps, out, scratch)
+
+    def gemma_rmsnorm_gemv_swiglu(self, x, w, Wg, Wu, eps=1e-6, out=None, scratch=None):
+        """gemv_swiglu of gemma_rmsnorm(x, w, eps)."""
+        return self._fused(_lib.OP_GEMMA_RMSNORM_GEMV_SWIGLU, w, x, Wg, Wu, eps, out, scratch)
 
 
 def open(path, device=None, flags=0):

@@ -23,12 +23,15 @@
 **              chunk is loaded before waiting on the previous kernel
 **   TP_ADD     0: y = the sums; 1: y += the sums in place, rounded as
 **              the unfused GEMV + add (the gemv_add op; common/dtype.cuh)
+**   TP_NORM    0 none; 1, 2: RMSNorm / Gemma RMSNorm of x in the prologue
+**   TP_SWIGLU  0 none; 1: y = silu(x.Wg) * (x.Wu) (common/gemv_fuse.cuh)
 **   TP_DTYPE   1 bf16, 2 fp16
 **
 ** Standalone: nvcc -arch=sm_90 -cubin -I templates templates/gemv/gemv_multi_token.cu
 */
 #include "common/pdl.cuh"
 #include "common/vec.cuh"
+#include "common/gemv_fuse.cuh"
 
 #ifndef TP_WARPS
 #define TP_WARPS 4
@@ -52,11 +55,12 @@
 #error "TP_TOKENS must be 1..8"
 #endif
 #define GROUPS (TP_WARPS / TP_WPR)
-#define SUMS (TP_TOKENS * TP_ROWS) /* partial sums per thread */
+#define WROWS AT_WROWS(TP_ROWS)   /* weight rows per row group: SwiGLU's gate and up */
+#define SUMS (TP_TOKENS * WROWS)  /* partial sums per thread */
 
 extern "C" __global__ void __launch_bounds__(TP_WARPS * 32)
 gemv_multi_token(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *__restrict__ y,
-                 int M, int K, int N)
+                 int M, int K, int N AT_FUSE_PARAMS)
 {
 #if TP_WPR > 1
     __shared__ float part[GROUPS][SUMS][TP_WPR];
@@ -68,11 +72,11 @@ gemv_multi_token(const at_elem *__restrict__ x, const at_elem *__restrict__ W, a
     const int tok0 = (int)blockIdx.y * TP_TOKENS;
     const bool live = row0 < N; /* warp-uniform; a dead warp still reaches the barrier */
 
-    const at_elem *wr[TP_ROWS];
+    const at_elem *wr[WROWS];
 #pragma unroll
-    for (int r = 0; r < TP_ROWS; r++) {
-        long long row = row0 + r < N ? row0 + r : N - 1; /* clamp: tail rows load, never store */
-        wr[r] = W + row * (long long)K;
+    for (int r = 0; r < WROWS; r++) {
+        long long row = row0 + AT_WROW(r) < N ? row0 + AT_WROW(r) : N - 1; /* clamp: tail rows load, never store */
+        wr[r] = AT_WMAT(r) + row * (long long)K;
     }
     const at_elem *xr[TP_TOKENS];
 #pragma unroll
@@ -82,24 +86,35 @@ gemv_multi_token(const at_elem *__restrict__ x, const at_elem *__restrict__ W, a
     }
     const unsigned long long pol = at_evict_first_policy();
 
-    float acc[TP_TOKENS][TP_ROWS];
+    float acc[TP_TOKENS][WROWS];
 #pragma unroll
     for (int j = 0; j < TP_TOKENS; j++)
 #pragma unroll
-        for (int r = 0; r < TP_ROWS; r++)
+        for (int r = 0; r < WROWS; r++)
             acc[j][r] = 0.0f;
 
     const int step = 32 * TP_WPR * TP_VEC;
     const int kmain = K - K % (step * TP_UNROLL);
     int k = (slice * 32 + lane) * TP_VEC;
-    at_vec wv[TP_ROWS][TP_UNROLL];
+    at_vec wv[WROWS][TP_UNROLL];
 #define LOAD_W_CHUNK()                                                                             \
-    _Pragma("unroll") for (int r = 0; r < TP_ROWS; r++)                                            \
+    _Pragma("unroll") for (int r = 0; r < WROWS; r++)                                              \
         _Pragma("unroll") for (int u = 0; u < TP_UNROLL; u++) wv[r][u] = at_load_w(wr[r] + k + u * step, pol)
     if (live && k < kmain) /* weights depend on no earlier kernel: start streaming them now */
         LOAD_W_CHUNK();
     at_pdl_wait();
     at_pdl_trigger();
+#if TP_NORM
+    __shared__ float nss[TP_WARPS * TP_TOKENS], nrs[TP_TOKENS];
+    at_norm_rstd<TP_TOKENS>(xr, K, eps, nss, nrs, TP_WARPS);
+    float rstd[TP_TOKENS];
+#pragma unroll
+    for (int j = 0; j < TP_TOKENS; j++)
+        rstd[j] = nrs[j];
+#define RSTD(j) rstd[j]
+#else
+#define RSTD(j) 0.0f
+#endif
     if (live) {
         while (k < kmain) {
             at_vec xv[TP_TOKENS][TP_UNROLL];
@@ -107,11 +122,11 @@ gemv_multi_token(const at_elem *__restrict__ x, const at_elem *__restrict__ W, a
             for (int j = 0; j < TP_TOKENS; j++)
 #pragma unroll
                 for (int u = 0; u < TP_UNROLL; u++)
-                    xv[j][u] = at_load_x(xr[j] + k + u * step);
+                    xv[j][u] = AT_LOAD_X(xr[j] + k + u * step, k + u * step, RSTD(j));
 #pragma unroll
             for (int j = 0; j < TP_TOKENS; j++)
 #pragma unroll
-                for (int r = 0; r < TP_ROWS; r++)
+                for (int r = 0; r < WROWS; r++)
 #pragma unroll
                     for (int u = 0; u < TP_UNROLL; u++)
                         acc[j][r] = at_dot(wv[r][u], xv[j][u], acc[j][r]);
@@ -120,51 +135,62 @@ gemv_multi_token(const at_elem *__restrict__ x, const at_elem *__restrict__ W, a
                 LOAD_W_CHUNK();
         }
         for (; k < K; k += step) { /* tail: fewer than TP_UNROLL steps left */
-            at_vec w1[TP_ROWS];
+            at_vec w1[WROWS];
 #pragma unroll
-            for (int r = 0; r < TP_ROWS; r++)
+            for (int r = 0; r < WROWS; r++)
                 w1[r] = at_load_w(wr[r] + k, pol);
 #pragma unroll
             for (int j = 0; j < TP_TOKENS; j++) {
-                at_vec xv = at_load_x(xr[j] + k);
+                at_vec xv = AT_LOAD_X(xr[j] + k, k, RSTD(j));
 #pragma unroll
-                for (int r = 0; r < TP_ROWS; r++)
+                for (int r = 0; r < WROWS; r++)
                     acc[j][r] = at_dot(w1[r], xv, acc[j][r]);
             }
         }
     }
 #undef LOAD_W_CHUNK
+#undef RSTD
 
 #if TP_WPR == 1
-    /* lane (j*TP_ROWS + r) % 32 stores sum (j, r) */
+    /* lane (j*TP_ROWS + r) % 32 stores output (j, r) */
 #pragma unroll
     for (int j = 0; j < TP_TOKENS; j++)
 #pragma unroll
         for (int r = 0; r < TP_ROWS; r++) {
             float s = at_warp_sum(acc[j][r]);
+#if TP_SWIGLU
+            float su = at_warp_sum(acc[j][TP_ROWS + r]);
+#endif
             if (live && lane == (j * TP_ROWS + r) % 32 && row0 + r < N && tok0 + j < M)
-                AT_STORE_OUT(y[(long long)(tok0 + j) * N + row0 + r], s);
+                AT_STORE_FUSED(y[(long long)(tok0 + j) * N + row0 + r], s, su);
         }
 #else
 #pragma unroll
     for (int j = 0; j < TP_TOKENS; j++)
 #pragma unroll
-        for (int r = 0; r < TP_ROWS; r++) {
+        for (int r = 0; r < WROWS; r++) {
             float s = at_warp_sum(acc[j][r]);
             if (lane == 0)
-                part[group][j * TP_ROWS + r][slice] = s;
+                part[group][j * WROWS + r][slice] = s;
         }
     __syncthreads();
-    /* one thread per (group, sum) adds the TP_WPR partial sums in order */
-    for (int i = (int)threadIdx.x; i < GROUPS * SUMS; i += TP_WARPS * 32) {
-        const int gi = i / SUMS, j = i % SUMS / TP_ROWS, r = i % TP_ROWS;
+    /* one thread per (group, output) adds the TP_WPR partial sums in order */
+#define OUTS (TP_TOKENS * TP_ROWS) /* outputs per row group */
+    for (int i = (int)threadIdx.x; i < GROUPS * OUTS; i += TP_WARPS * 32) {
+        const int gi = i / OUTS, j = i % OUTS / TP_ROWS, r = i % TP_ROWS;
         const long long row = ((long long)blockIdx.x * GROUPS + gi) * TP_ROWS + r;
         float s = 0.0f;
 #pragma unroll
         for (int w = 0; w < TP_WPR; w++)
-            s += part[gi][i % SUMS][w];
+            s += part[gi][TP_SWIGLU ? j * WROWS + r : i % OUTS][w];
+#if TP_SWIGLU
+        float su = 0.0f;
+#pragma unroll
+        for (int w = 0; w < TP_WPR; w++)
+            su += part[gi][j * WROWS + TP_ROWS + r][w];
+#endif
         if (row < N && tok0 + j < M)
-            AT_STORE_OUT(y[(long long)(tok0 + j) * N + row], s);
+            AT_STORE_FUSED(y[(long long)(tok0 + j) * N + row], s, su);
     }
 #endif
 }

@@ -18,12 +18,15 @@
 **              chunk is loaded before waiting on the previous kernel
 **   TP_ADD     0: y = the sums; 1: y += the sums in place, rounded as
 **              the unfused GEMV + add (the gemv_add op; common/dtype.cuh)
+**   TP_NORM    0 none; 1, 2: RMSNorm / Gemma RMSNorm of x in the prologue
+**   TP_SWIGLU  0 none; 1: y = silu(x.Wg) * (x.Wu) (common/gemv_fuse.cuh)
 **   TP_DTYPE   1 bf16, 2 fp16
 **
 ** Standalone: nvcc -arch=sm_90 -cubin -I templates templates/gemv/gemv_splitk.cu
 */
 #include "common/pdl.cuh"
 #include "common/vec.cuh"
+#include "common/gemv_fuse.cuh"
 
 #ifndef TP_WARPS
 #define TP_WARPS 8
@@ -44,9 +47,9 @@
 
 extern "C" __global__ void __launch_bounds__(TP_WARPS * 32)
 gemv_splitk(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
-            at_elem *__restrict__ y, int M, int K, int N)
+            at_elem *__restrict__ y, int M, int K, int N AT_FUSE_PARAMS)
 {
-    __shared__ float part[GROUPS][TP_ROWS][TP_WPR];
+    __shared__ float part[GROUPS][AT_WROWS(TP_ROWS)][TP_WPR];
     const int lane = (int)(threadIdx.x & 31u);
     const int warp = (int)(threadIdx.x >> 5);
     const int group = warp / TP_WPR, slice = warp % TP_WPR;
@@ -54,39 +57,50 @@ gemv_splitk(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
     (void)M;
 
     const at_elem *xr = x + (long long)blockIdx.y * K;
-    const at_elem *wr[TP_ROWS];
+    const at_elem *wr[AT_WROWS(TP_ROWS)];
 #pragma unroll
-    for (int r = 0; r < TP_ROWS; r++) {
-        long long row = row0 + r < N ? row0 + r : N - 1; /* clamp: tail rows load, never store */
-        wr[r] = W + row * (long long)K;
+    for (int r = 0; r < AT_WROWS(TP_ROWS); r++) {
+        long long row = row0 + AT_WROW(r) < N ? row0 + AT_WROW(r) : N - 1; /* clamp: tail rows load, never store */
+        wr[r] = AT_WMAT(r) + row * (long long)K;
     }
     const unsigned long long pol = at_evict_first_policy();
 
-    float acc[TP_ROWS];
+    float acc[AT_WROWS(TP_ROWS)];
 #pragma unroll
-    for (int r = 0; r < TP_ROWS; r++)
+    for (int r = 0; r < AT_WROWS(TP_ROWS); r++)
         acc[r] = 0.0f;
 
     const int step = 32 * TP_WPR * TP_VEC;
     const int kmain = K - K % (step * TP_UNROLL);
     const bool live = row0 < N; /* a group past N still reaches the barrier below */
     int k = (slice * 32 + lane) * TP_VEC;
-    at_vec wv[TP_ROWS][TP_UNROLL];
+    at_vec wv[AT_WROWS(TP_ROWS)][TP_UNROLL];
 #define LOAD_W_CHUNK()                                                                             \
-    _Pragma("unroll") for (int r = 0; r < TP_ROWS; r++)                                            \
+    _Pragma("unroll") for (int r = 0; r < AT_WROWS(TP_ROWS); r++)                                  \
         _Pragma("unroll") for (int u = 0; u < TP_UNROLL; u++) wv[r][u] = at_load_w(wr[r] + k + u * step, pol)
     if (live && k < kmain) /* weights depend on no earlier kernel: start streaming them now */
         LOAD_W_CHUNK();
     at_pdl_wait();
     at_pdl_trigger();
+#if TP_NORM
+    __shared__ float nss[TP_WARPS], nrs[1];
+    {
+        const at_elem *xs[1] = {xr};
+        at_norm_rstd<1>(xs, K, eps, nss, nrs, TP_WARPS);
+    }
+    const float rstd = nrs[0];
+#else
+    const float rstd = 0.0f;
+#endif
+    (void)rstd;
     if (live) {
         while (k < kmain) {
             at_vec xv[TP_UNROLL];
 #pragma unroll
             for (int u = 0; u < TP_UNROLL; u++)
-                xv[u] = at_load_x(xr + k + u * step);
+                xv[u] = AT_LOAD_X(xr + k + u * step, k + u * step, rstd);
 #pragma unroll
-            for (int r = 0; r < TP_ROWS; r++)
+            for (int r = 0; r < AT_WROWS(TP_ROWS); r++)
 #pragma unroll
                 for (int u = 0; u < TP_UNROLL; u++)
                     acc[r] = at_dot(wv[r][u], xv[u], acc[r]);
@@ -95,16 +109,16 @@ gemv_splitk(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
                 LOAD_W_CHUNK();
         }
         for (; k < K; k += step) {
-            at_vec xv = at_load_x(xr + k);
+            at_vec xv = AT_LOAD_X(xr + k, k, rstd);
 #pragma unroll
-            for (int r = 0; r < TP_ROWS; r++)
+            for (int r = 0; r < AT_WROWS(TP_ROWS); r++)
                 acc[r] = at_dot(at_load_w(wr[r] + k, pol), xv, acc[r]);
         }
     }
 #undef LOAD_W_CHUNK
 
 #pragma unroll
-    for (int r = 0; r < TP_ROWS; r++) {
+    for (int r = 0; r < AT_WROWS(TP_ROWS); r++) {
         float s = at_warp_sum(acc[r]);
         if (lane == 0)
             part[group][r][slice] = s;
@@ -119,7 +133,13 @@ gemv_splitk(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
 #pragma unroll
         for (int i = 0; i < TP_WPR; i++)
             s += part[g][r][i];
+#if TP_SWIGLU
+        float su = 0.0f;
+#pragma unroll
+        for (int i = 0; i < TP_WPR; i++)
+            su += part[g][TP_ROWS + r][i];
+#endif
         if (row < N)
-            AT_STORE_OUT(y[(long long)blockIdx.y * N + row], s);
+            AT_STORE_FUSED(y[(long long)blockIdx.y * N + row], s, su);
     }
 }

@@ -14,12 +14,15 @@
 **              chunk is loaded before waiting on the previous kernel
 **   TP_ADD     0: y = the sums; 1: y += the sums in place, rounded as
 **              the unfused GEMV + add (the gemv_add op; common/dtype.cuh)
+**   TP_NORM    0 none; 1, 2: RMSNorm / Gemma RMSNorm of x in the prologue
+**   TP_SWIGLU  0 none; 1: y = silu(x.Wg) * (x.Wu) (common/gemv_fuse.cuh)
 **   TP_DTYPE   1 bf16, 2 fp16
 **
 ** Standalone: nvcc -arch=sm_90 -cubin -I templates templates/gemv/gemv_warp_row.cu
 */
 #include "common/pdl.cuh"
 #include "common/vec.cuh"
+#include "common/gemv_fuse.cuh"
 
 #ifndef TP_WARPS
 #define TP_WARPS 4
@@ -33,47 +36,62 @@
 
 extern "C" __global__ void __launch_bounds__(TP_WARPS * 32)
 gemv_warp_row(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
-              at_elem *__restrict__ y, int M, int K, int N)
+              at_elem *__restrict__ y, int M, int K, int N AT_FUSE_PARAMS)
 {
     const int lane = (int)(threadIdx.x & 31u);
     const int warp = (int)(threadIdx.x >> 5);
     const long long row0 = ((long long)blockIdx.x * TP_WARPS + warp) * TP_ROWS;
+#if !TP_NORM
     if (row0 >= N)
         return; /* whole warp leaves together; nothing below synchronises */
+#endif
     (void)M;
 
     const at_elem *xr = x + (long long)blockIdx.y * K;
-    const at_elem *wr[TP_ROWS];
+    const at_elem *wr[AT_WROWS(TP_ROWS)];
 #pragma unroll
-    for (int r = 0; r < TP_ROWS; r++) {
-        long long row = row0 + r < N ? row0 + r : N - 1; /* clamp: tail rows load, never store */
-        wr[r] = W + row * (long long)K;
+    for (int r = 0; r < AT_WROWS(TP_ROWS); r++) {
+        long long row = row0 + AT_WROW(r) < N ? row0 + AT_WROW(r) : N - 1; /* clamp: tail rows load, never store */
+        wr[r] = AT_WMAT(r) + row * (long long)K;
     }
     const unsigned long long pol = at_evict_first_policy();
 
-    float acc[TP_ROWS];
+    float acc[AT_WROWS(TP_ROWS)];
 #pragma unroll
-    for (int r = 0; r < TP_ROWS; r++)
+    for (int r = 0; r < AT_WROWS(TP_ROWS); r++)
         acc[r] = 0.0f;
 
     const int step = 32 * TP_VEC;
     const int kmain = K - K % (step * TP_UNROLL);
     int k = lane * TP_VEC;
-    at_vec wv[TP_ROWS][TP_UNROLL];
+    at_vec wv[AT_WROWS(TP_ROWS)][TP_UNROLL];
 #define LOAD_W_CHUNK()                                                                             \
-    _Pragma("unroll") for (int r = 0; r < TP_ROWS; r++)                                            \
+    _Pragma("unroll") for (int r = 0; r < AT_WROWS(TP_ROWS); r++)                                  \
         _Pragma("unroll") for (int u = 0; u < TP_UNROLL; u++) wv[r][u] = at_load_w(wr[r] + k + u * step, pol)
-    if (k < kmain) /* weights depend on no earlier kernel: start streaming them now */
+    if (row0 < N && k < kmain) /* weights depend on no earlier kernel: start streaming them now */
         LOAD_W_CHUNK();
     at_pdl_wait();
     at_pdl_trigger();
+#if TP_NORM
+    __shared__ float nss[TP_WARPS], nrs[1];
+    {
+        const at_elem *xs[1] = {xr};
+        at_norm_rstd<1>(xs, K, eps, nss, nrs, TP_WARPS);
+    }
+    const float rstd = nrs[0];
+    if (row0 >= N)
+        return; /* after the block's barriers; nothing below synchronises */
+#else
+    const float rstd = 0.0f;
+#endif
+    (void)rstd;
     while (k < kmain) {
         at_vec xv[TP_UNROLL];
 #pragma unroll
         for (int u = 0; u < TP_UNROLL; u++)
-            xv[u] = at_load_x(xr + k + u * step);
+            xv[u] = AT_LOAD_X(xr + k + u * step, k + u * step, rstd);
 #pragma unroll
-        for (int r = 0; r < TP_ROWS; r++)
+        for (int r = 0; r < AT_WROWS(TP_ROWS); r++)
 #pragma unroll
             for (int u = 0; u < TP_UNROLL; u++)
                 acc[r] = at_dot(wv[r][u], xv[u], acc[r]);
@@ -83,16 +101,19 @@ gemv_warp_row(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
     }
 #undef LOAD_W_CHUNK
     for (; k < K; k += step) { /* tail: fewer than TP_UNROLL steps left */
-        at_vec xv = at_load_x(xr + k);
+        at_vec xv = AT_LOAD_X(xr + k, k, rstd);
 #pragma unroll
-        for (int r = 0; r < TP_ROWS; r++)
+        for (int r = 0; r < AT_WROWS(TP_ROWS); r++)
             acc[r] = at_dot(at_load_w(wr[r] + k, pol), xv, acc[r]);
     }
 
 #pragma unroll
     for (int r = 0; r < TP_ROWS; r++) {
         float s = at_warp_sum(acc[r]);
+#if TP_SWIGLU
+        float su = at_warp_sum(acc[TP_ROWS + r]);
+#endif
         if (lane == r % 32 && row0 + r < N)
-            AT_STORE_OUT(y[(long long)blockIdx.y * N + row0 + r], s);
+            AT_STORE_FUSED(y[(long long)blockIdx.y * N + row0 + r], s, su);
     }
 }

@@ -1,0 +1,145 @@
+/*
+** common/gemv_fuse.cuh — what the fused decode ops add to the CUDA-core GEMV
+** templates (gemv_warp_row, gemv_splitk, gemv_multi_token): the RMSNorm of
+** x in the prologue and SwiGLU in the epilogue. Rounding is the unfused
+** sequence's (tuner/norm_ref.h, examples/decode's silu_mul), so a fused
+** kernel differs from the norm kernel + GEMV (+ SiLU-mul) only in the order
+** of its sums.
+**
+**   TP_NORM    0 none; 1 rmsnorm, xn = rne((x * r) * w); 2 Gemma,
+**              xn = rne((x * r) * (1 + w)); r = rsqrt(sum(x^2) / K + eps)
+**              per token, computed by the whole block after the PDL wait
+**              (at_norm_rstd), then every x vector the GEMV loads is
+**              normalized and rounded on the fly (AT_LOAD_X): the normalized
+**              activations never go through memory
+**   TP_SWIGLU  0 none; 1: each output n reads two weight rows, Wg[n] (W)
+**              and Wu[n]; y = rne(silu(g) * u) with g, u the rounded sums
+**              (at_silu_mul): the intermediate never leaves the chip
+**
+** A fused kernel (TP_NORM > 0 or TP_SWIGLU = 1) takes three parameters
+** after the GEMV's six, always the same whatever the op (AT_FUSE_PARAMS):
+** Wu (ignored without SwiGLU), nw, the norm weight [K] (ignored without the
+** norm), and eps. A plain kernel keeps its six, its PTX unchanged.
+*/
+#ifndef AT_COMMON_GEMV_FUSE_CUH
+#define AT_COMMON_GEMV_FUSE_CUH
+
+#include "common/vec.cuh"
+
+#ifndef TP_NORM
+#define TP_NORM 0
+#endif
+#ifndef TP_SWIGLU
+#define TP_SWIGLU 0
+#endif
+#if TP_NORM < 0 || TP_NORM > 2
+#error "TP_NORM must be 0, 1 or 2"
+#endif
+#if TP_SWIGLU != 0 && TP_SWIGLU != 1
+#error "TP_SWIGLU must be 0 or 1"
+#endif
+#if (TP_NORM || TP_SWIGLU) && TP_ADD
+#error "the fused ops store y: TP_ADD must be 0"
+#endif
+
+#define AT_FUSED (TP_NORM > 0 || TP_SWIGLU)
+#if AT_FUSED
+#define AT_FUSE_PARAMS , const at_elem *__restrict__ Wu, const at_elem *__restrict__ nw, float eps
+#else
+#define AT_FUSE_PARAMS
+#endif
+
+/* Weight rows a thread walks per output row: the gate's and the up's. */
+#define AT_WROWS(rows) ((rows) * (1 + TP_SWIGLU))
+/* The weight matrix row slot r (of AT_WROWS(TP_ROWS)) reads: W below
+** TP_ROWS, Wu above (its row is then r - TP_ROWS). */
+#if TP_SWIGLU
+#define AT_WMAT(r) ((r) < TP_ROWS ? W : Wu)
+#else
+#define AT_WMAT(r) W
+#endif
+#define AT_WROW(r) ((r) % TP_ROWS)
+
+/* SwiGLU of the rounded gate and up values, as a separate SiLU-mul kernel
+** computes it from the stored g and u. */
+__device__ __forceinline__ float at_silu_mul(float g, float u) { return g / (1.0f + __expf(-g)) * u; }
+
+/* Stores output dst from its sums: the gate's s and, with SwiGLU, the up's
+** su (both rounded to the element type first, as stored by the GEMV).
+** Without SwiGLU su is dropped unexpanded: it need not be declared. */
+#if TP_SWIGLU
+#define AT_STORE_FUSED(dst, s, su)                                                                                    \
+    ((dst) = at_from_float(at_silu_mul(at_to_float(at_from_float(s)), at_to_float(at_from_float(su)))))
+#else
+#define AT_STORE_FUSED(dst, s, su) AT_STORE_OUT(dst, s)
+#endif
+
+#if TP_NORM
+/* r for `tokens` rows of x (xr[j], K elements each), computed by every
+** thread of the block together and left in rs[j] (shared, `tokens` floats)
+** for all; ss[] is shared scratch of nwarps * tokens floats. Ends with a
+** barrier: every thread of the block must call it. */
+template <int T>
+__device__ __forceinline__ void at_norm_rstd(const at_elem *const (&xr)[T], int K, float eps, float *ss, float *rs,
+                                             int nwarps)
+{
+    const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    float s[T];
+#pragma unroll
+    for (int j = 0; j < T; j++)
+        s[j] = 0.0f;
+    for (int k = tid * TP_VEC; k < K; k += nwarps * 32 * TP_VEC) {
+#pragma unroll
+        for (int j = 0; j < T; j++) {
+            at_vec v = at_load_x(xr[j] + k);
+            s[j] = at_dot(v, v, s[j]);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < T; j++) {
+        float t = at_warp_sum(s[j]);
+        if (lane == 0)
+            ss[j * nwarps + warp] = t;
+    }
+    __syncthreads();
+    if (tid < T) {
+        float t = 0.0f;
+        for (int w = 0; w < nwarps; w++)
+            t += ss[tid * nwarps + w];
+        rs[tid] = rsqrtf(t / (float)K + eps);
+    }
+    __syncthreads();
+}
+
+/* The normalized, rounded vector: rne((x * r) * w) per element (Gemma:
+** (1 + w)), exactly as the norm kernels round their output. */
+__device__ __forceinline__ at_vec at_norm_vec(const at_vec &x, const at_vec &w, float r)
+{
+    at_vec o;
+#if TP_VEC == 1
+    float f = at_lo(w.w[0]);
+#if TP_NORM == 2
+    f = 1.0f + f;
+#endif
+    o.w[0] = at_from_float(at_lo(x.w[0]) * r * f);
+#else
+#pragma unroll
+    for (int i = 0; i < AT_WORDS; i++) {
+        float flo = at_lo(w.w[i]), fhi = at_hi(w.w[i]);
+#if TP_NORM == 2
+        flo = 1.0f + flo;
+        fhi = 1.0f + fhi;
+#endif
+        unsigned lo = at_from_float(at_lo(x.w[i]) * r * flo), hi = at_from_float(at_hi(x.w[i]) * r * fhi);
+        o.w[i] = lo | (hi << 16);
+    }
+#endif
+    return o;
+}
+/* x's vector at element k of a row (p = row + k), normalized with r. */
+#define AT_LOAD_X(p, k, r) at_norm_vec(at_load_x(p), at_load_x(nw + (k)), (r))
+#else
+#define AT_LOAD_X(p, k, r) at_load_x(p)
+#endif
+
+#endif
