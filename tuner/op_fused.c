@@ -10,10 +10,10 @@
 ** the [N or 2N, K] weight block (Wg = W, Wu = W + N*K) and the norm weight
 ** w; x stays put. y has guard zones and is poisoned before each check.
 ** Baselines: 0 "unfused", the runtime's own unfused sequence over the
-** tuner's cache (atk_rmsnorm / atk_gemma_rmsnorm into scratch, atk_gemv,
-** baseline/silu_mul.cu), whose components the pipeline tunes first
-** (components.c): the winner rule's yardstick; 1 the naive norm
-** (baseline/norm_naive.cu), cublasGemmEx, silu_mul.cu.
+** tuner's cache (the op's atk call on an ATK_UNFUSED context: atk_rmsnorm /
+** atk_gemma_rmsnorm into scratch, atk_gemv, its SiLU-mul), whose components
+** the pipeline tunes first (components.c): the winner rule's yardstick; 1
+** the naive norm (baseline/norm_naive.cu), cublasGemmEx, silu_mul.cu.
 ** tests/test_gpu.c runs every candidate of each op on a GPU.
 */
 #include "fused_ref.h"
@@ -41,6 +41,7 @@ static const char *const tpl_both[] = {"baseline/norm_naive.cu", "baseline/silu_
 
 typedef struct fused {
     int norm, swiglu; /* TP_NORM (0, 1 rmsnorm, 2 Gemma), TP_SWIGLU */
+    int atk_op;       /* ATK_OP_RMSNORM_GEMV ... */
     at_dtype dtype;
     int64_t M, K, N, rows; /* rows of the weight block: N, 2N with SwiGLU */
     float eps;
@@ -114,6 +115,11 @@ static int open_op(const at_op_env *env, at_search_result *res, void **state, in
     *state = s;
     s->norm = norm;
     s->swiglu = swiglu;
+    s->atk_op = swiglu ? (norm == AT_FUSED_NORM_NONE    ? ATK_OP_GEMV_SWIGLU
+                          : norm == AT_FUSED_NORM_RMS ? ATK_OP_RMSNORM_GEMV_SWIGLU
+                                                      : ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU)
+                       : norm == AT_FUSED_NORM_RMS ? ATK_OP_RMSNORM_GEMV
+                                                   : ATK_OP_GEMMA_RMSNORM_GEMV;
     s->dtype = o->dtype;
     s->M = o->shape.M;
     s->K = o->shape.K;
@@ -133,12 +139,12 @@ static int open_op(const at_op_env *env, at_search_result *res, void **state, in
     if ((rc = check_spec(s, env)) != AT_OK)
         return rc;
 
-    /* baseline 0's what says its steps; components.c adds which were tuned */
+    /* baseline 0's what says its steps; search.c adds which were tuned */
     char steps[96];
     if (norm)
-        snprintf(steps, sizeof steps, "atk_%s + atk_gemv%s", norm_op_name(norm), swiglu ? " 2N + silu_mul" : "");
+        snprintf(steps, sizeof steps, "atk unfused: %s + gemv%s", norm_op_name(norm), swiglu ? " 2N + silu_mul" : "");
     else
-        snprintf(steps, sizeof steps, "atk_gemv 2N + silu_mul");
+        snprintf(steps, sizeof steps, "atk unfused: gemv 2N + silu_mul");
     res->nbaselines = 2;
     at_search_baseline *b = &res->baselines[0];
     snprintf(b->strategy, sizeof b->strategy, "unfused");
@@ -210,9 +216,13 @@ static int fused_setup(void *state, at_gpu *g, int copies)
     fused *s = state;
     int64_t M = s->M, K = s->K, N = s->N;
     uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
-    /* scratch as the runtime lays it out: xn, then g|u, each 256-aligned */
+    /* one scratch for both unfused baselines: the runtime's (baseline 0,
+    ** atk_fused_scratch_bytes) and baseline 1's xn, then g|u, 256-aligned */
     size_t xnbytes = s->norm ? round256((size_t)(M * K) * 2) : 0;
     size_t gubytes = s->swiglu ? round256((size_t)(M * 2 * N) * 2) : 0;
+    size_t sbytes = atk_fused_scratch_bytes(s->atk_op, s->dtype == AT_FP16 ? ATK_FP16 : ATK_BF16, M, K, N);
+    if (sbytes < xnbytes + gubytes)
+        sbytes = xnbytes + gubytes;
     int rc;
 
     s->g = g;
@@ -241,11 +251,12 @@ static int fused_setup(void *state, at_gpu *g, int copies)
     }
     if (rc != AT_OK)
         return rc;
-    /* baseline 0: the runtime library as an engine opens the tuner's cache */
+    /* baseline 0: the runtime library over the tuner's cache, fused entries
+    ** left out (ATK_UNFUSED): the fused calls run the unfused sequence */
     if (!s->db_path)
         return at_fail(AT_ERR_USAGE, "%s needs the cache: its unfused baseline runs the runtime over it",
                        s->swiglu ? "a SwiGLU op" : "a fused norm op");
-    if (atk_open(s->db_path, s->device, 0, &s->rt) != ATK_OK)
+    if (atk_open(s->db_path, s->device, ATK_UNFUSED, &s->rt) != ATK_OK)
         return at_fail(AT_ERR_CUDA, "atk_open %s: %s", s->db_path, atk_errmsg(NULL));
 
     s->hx = malloc((size_t)(M * K) * 2);
@@ -265,7 +276,7 @@ static int fused_setup(void *state, at_gpu *g, int copies)
 
     if ((rc = at_gpu_alloc(g, &s->x, (size_t)(M * K) * 2)) != AT_OK ||
         (rc = at_guarded_alloc(g, &s->yg, (size_t)(M * N) * 2)) != AT_OK ||
-        (rc = at_gpu_alloc(g, &s->scratch, xnbytes + gubytes + 256)) != AT_OK ||
+        (rc = at_gpu_alloc(g, &s->scratch, sbytes)) != AT_OK ||
         (rc = at_gpu_alloc(g, &s->base, s->stride * (size_t)copies)) != AT_OK ||
         (rc = at_gpu_check(g, g->cu.cuMemcpyHtoDAsync_(s->x, s->hx, (size_t)(M * K) * 2, g->stream),
                            "cuMemcpyHtoDAsync")) != AT_OK ||
@@ -295,34 +306,40 @@ static int enqueue_silu(fused *s, CUdeviceptr y)
     return at_op_launch(s->g, &k, args);
 }
 
-static int atk_status(fused *s, int rc, const char *what)
-{
-    if (rc == ATK_OK)
-        return AT_OK;
-    return at_fail(rc == ATK_ERR_CUDA_STICKY ? AT_ERR_CUDA_STICKY : rc == ATK_ERR_USAGE ? AT_ERR_USAGE : AT_ERR_CUDA,
-                   "atk: %s: %s", what, atk_errmsg(s->rt));
-}
-
-/* Baseline 0: the runtime's unfused sequence with its own calls (each one
-** the tuned kernel the cache holds for it, or the runtime's fallback). */
-static int enqueue_unfused(fused *s, CUdeviceptr W, CUdeviceptr nw, CUdeviceptr y)
+/* Baseline 0: the op's own atk call on a context opened with ATK_UNFUSED:
+** no fused entry loads, so the call runs the runtime's unfused sequence
+** (atk_rmsnorm / atk_gemma_rmsnorm into scratch, atk_gemv over N, or once
+** over 2N since Wu = Wg + N*K, then its SiLU-mul kernel), each step the
+** kernel the cache holds for it (or the runtime's fallback): exactly what
+** the runtime serves when "unfused" is the stored answer. */
+static int enqueue_unfused(fused *s, CUdeviceptr W, CUdeviceptr Wu, CUdeviceptr nw, CUdeviceptr y)
 {
     atk_stream st = (atk_stream)s->g->stream;
     int dt = s->dtype == AT_FP16 ? ATK_FP16 : ATK_BF16, rc;
-    CUdeviceptr in = s->x, out = s->swiglu ? s->gu : y;
-    if (s->norm) {
-        rc = s->norm == AT_FUSED_NORM_GEMMA
-                 ? atk_gemma_rmsnorm(s->rt, st, dt, s->M, s->K, (const void *)s->x, (const void *)nw, (void *)s->xn,
-                                     s->eps)
-                 : atk_rmsnorm(s->rt, st, dt, s->M, s->K, (const void *)s->x, (const void *)nw, (void *)s->xn, s->eps);
-        if ((rc = atk_status(s, rc, norm_op_name(s->norm))) != AT_OK)
-            return rc;
-        in = s->xn;
+    const void *x = (const void *)s->x, *w = (const void *)nw, *wg = (const void *)W, *wu = (const void *)Wu;
+    void *out = (void *)y, *sc = (void *)s->scratch;
+    int64_t M = s->M, K = s->K, N = s->N;
+    switch (s->atk_op) {
+    case ATK_OP_RMSNORM_GEMV:
+        rc = atk_rmsnorm_gemv(s->rt, st, dt, M, K, N, x, w, wg, out, s->eps, sc);
+        break;
+    case ATK_OP_GEMMA_RMSNORM_GEMV:
+        rc = atk_gemma_rmsnorm_gemv(s->rt, st, dt, M, K, N, x, w, wg, out, s->eps, sc);
+        break;
+    case ATK_OP_GEMV_SWIGLU:
+        rc = atk_gemv_swiglu(s->rt, st, dt, M, K, N, x, wg, wu, out, sc);
+        break;
+    case ATK_OP_RMSNORM_GEMV_SWIGLU:
+        rc = atk_rmsnorm_gemv_swiglu(s->rt, st, dt, M, K, N, x, w, wg, wu, out, s->eps, sc);
+        break;
+    default:
+        rc = atk_gemma_rmsnorm_gemv_swiglu(s->rt, st, dt, M, K, N, x, w, wg, wu, out, s->eps, sc);
+        break;
     }
-    rc = atk_gemv(s->rt, st, dt, s->M, s->K, s->rows, (const void *)in, (const void *)W, (void *)out);
-    if ((rc = atk_status(s, rc, "gemv")) != AT_OK || !s->swiglu)
-        return rc;
-    return enqueue_silu(s, y);
+    if (rc == ATK_OK)
+        return AT_OK;
+    return at_fail(rc == ATK_ERR_CUDA_STICKY ? AT_ERR_CUDA_STICKY : rc == ATK_ERR_USAGE ? AT_ERR_USAGE : AT_ERR_CUDA,
+                   "atk: %s: %s", atk_op_name(s->atk_op), atk_errmsg(s->rt));
 }
 
 /* Baseline 1: the naive norm kernel, cublasGemmEx, the SiLU-mul kernel. */
@@ -365,7 +382,7 @@ static int enqueue_on(fused *s, const at_contestant *c, int copy, CUdeviceptr y)
         return c->call(c->call_arg, &a);
     }
     if (c->baseline == 0)
-        return enqueue_unfused(s, W, nw, y);
+        return enqueue_unfused(s, W, Wu, nw, y);
     if (c->baseline == 1)
         return enqueue_naive(s, W, nw, y);
     /* [FUSED_ARGS] the nine parameters of every fused kernel, whatever the op */
