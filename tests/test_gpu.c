@@ -7,6 +7,8 @@
 ** for the RMSNorm family: every candidate of each op (and both baselines)
 ** correct on awkward TxH shapes, odd H, the residual output z checked,
 ** fp32 Gemma weights; planted bugs (z not written) rejected; a CLI tune.
+** The fused ops: every candidate and both baselines correct at awkward
+** shapes, and a tune that tunes the components first.
 ** All of it, the norm tests and the strategy tests at the end (each
 ** strategy tunes and stores a winner, exhaustive measures every correct
 ** candidate, warm start) included.
@@ -28,7 +30,7 @@ static int tune_op(const char *op, const char *shape, at_dtype dtype, const char
 {
     at_search_opts o = {.op = op, .dtype = dtype, .spec_path = spec, .templates_root = tpl,
                         .db_path = db_path, .reps = 5, .force = 1, .verify_only = verify_only};
-    int rc = at_shape_parse(shape, strncmp(op, "gemv", 4) == 0 ? 3 : 2, &o.shape);
+    int rc = at_shape_parse(shape, strstr(op, "gemv") ? 3 : 2, &o.shape);
     if (rc == AT_OK)
         rc = at_search_run(&o, res);
     if (rc != AT_OK)
@@ -94,6 +96,84 @@ static void gemv_add_every_candidate_correct(void)
     gemv_add_all_correct("1x1096x1000", AT_BF16);
     gemv_add_all_correct("3x1096x1000", AT_BF16);
     gemv_add_all_correct("3x1096x1000", AT_FP16);
+}
+
+/* The fused ops: every candidate (and both baselines: the runtime's unfused
+** sequence over this test's cache, and naive norm + cuBLAS + silu_mul) runs
+** through the op's check (y poisoned with NaN, guard zones armed) at
+** awkward shapes: M = 1 and 3, K = 2056 and 1000 (no tile multiple), N = 200
+** and 37. Verify only: no timing, and the components are not tuned. */
+static void fused_all_correct(const char *op, const char *shape, at_dtype dtype)
+{
+    at_search_result res;
+    int rc = tune_op(op, shape, dtype, "search/gemv.lua", "templates", 1, &res);
+    CHECK_EQ_INT(rc, AT_OK);
+    if (rc != AT_OK)
+        return;
+    CHECK(res.ncompiled > 0);
+    CHECK_EQ_INT(res.ncompile_failed, 0);
+    CHECK_EQ_INT(res.nwrong, 0);
+    CHECK_EQ_INT(res.ncrashed, 0);
+    CHECK_EQ_INT(res.ncorrect + res.nspills_rejected, res.ncompiled);
+    for (int i = 0; i < res.nrows; i++)
+        if (res.rows[i].trial.state == AT_TRIAL_WRONG || res.rows[i].trial.state == AT_TRIAL_CRASHED)
+            fprintf(stderr, "  %s %s: %s %s: %s\n", op, at_trial_state_name(res.rows[i].trial.state),
+                    res.rows[i].trial.strategy, res.rows[i].trial.params, res.rows[i].trial.reason);
+    printf("  %s %s %s: %d correct of %d compiled\n", op, shape, at_dtype_name(dtype), res.ncorrect, res.ncompiled);
+    at_search_result_free(&res);
+}
+
+static void fused_every_candidate_correct(void)
+{
+    static const char *const ops[] = {"rmsnorm_gemv", "gemma_rmsnorm_gemv", "gemv_swiglu", "rmsnorm_gemv_swiglu",
+                                      "gemma_rmsnorm_gemv_swiglu"};
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    for (int i = 0; i < 5; i++) {
+        fused_all_correct(ops[i], "1x2056x200", AT_BF16);
+        fused_all_correct(ops[i], "3x1000x37", AT_BF16);
+    }
+    fused_all_correct("gemma_rmsnorm_gemv_swiglu", "3x2056x200", AT_FP16);
+    fused_all_correct("rmsnorm_gemv", "1x1000x37", AT_FP16);
+}
+
+/* A fused op tuned for real: its components (rmsnorm 2x1024, gemv
+** 2x1024x2048: the SwiGLU GEMV over 2N) are tuned first and named in
+** baseline 0's description; a rerun answers from the cache; the stored
+** answer is a fused kernel or "unfused". */
+static void fused_tunes_its_components_first(void)
+{
+    if (!gpu_present())
+        TT_SKIP("no GPU");
+    char args[512];
+    static cli_out o;
+    snprintf(args, sizeof args, "--op rmsnorm_gemv_swiglu --shape 2x1024x1024 --effort quick --db %s --json --quiet",
+             db_path);
+    cli_run(args, &o);
+    if (o.code != 0)
+        fprintf(stderr, "  %s", o.err);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "\"from_cache\":false");
+    CHECK_STR_HAS(o.out, "\"baseline\":{\"name\":\"atk_unfused\"");
+    CHECK_STR_HAS(o.out, "[tuned first: rmsnorm=");
+    CHECK_STR_HAS(o.out, " gemv=");
+    CHECK_STR_HAS(o.out, "\"eps\":1e-06");
+    printf("%.600s\n", o.out);
+    /* the components are in the cache now */
+    snprintf(args, sizeof args, "--op gemv --shape 2x1024x2048 --db %s --json --quiet", db_path);
+    cli_run(args, &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "\"from_cache\":true");
+    snprintf(args, sizeof args, "--op rmsnorm --shape 2x1024 --db %s --json --quiet", db_path);
+    cli_run(args, &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "\"from_cache\":true");
+    snprintf(args, sizeof args, "--op rmsnorm_gemv_swiglu --shape 2x1024x1024 --effort quick --db %s --quiet",
+             db_path);
+    cli_run(args, &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "cached");
+    printf("%s", o.out);
 }
 
 static void every_candidate_correct_1x2056x5000(void)
@@ -530,6 +610,8 @@ int main(void)
     TT_RUN_ISOLATED(every_candidate_correct_narrow_vectors);
     TT_RUN_ISOLATED(every_candidate_correct_fp16_and_m3);
     TT_RUN_ISOLATED(gemv_add_every_candidate_correct);
+    TT_RUN_ISOLATED(fused_every_candidate_correct);
+    TT_RUN_ISOLATED(fused_tunes_its_components_first);
     TT_RUN_ISOLATED(end_to_end_then_cached_then_forced);
     TT_RUN_ISOLATED(unwritable_cache_is_a_clean_error);
     TT_RUN_ISOLATED(norm_gate_rejects_planted_bugs);

@@ -23,7 +23,7 @@ static void table_lists_every_op(void)
     int n = 0;
     while (at_op_at(n))
         n++;
-    CHECK_EQ_INT(n, 6);
+    CHECK_EQ_INT(n, 11);
     const at_op *ga = at_op_find("gemv_add");
     CHECK(ga == &at_op_gemv_add);
     if (ga) { /* an MxKxN op whose add kernel (a baseline) is checked and hashed */
@@ -49,6 +49,52 @@ static void table_lists_every_op(void)
         }
         at_templates_free(tpl);
     }
+}
+
+static const char *const FUSED[5] = {"rmsnorm_gemv", "gemma_rmsnorm_gemv", "gemv_swiglu", "rmsnorm_gemv_swiglu",
+                                     "gemma_rmsnorm_gemv_swiglu"};
+
+/* The fused ops: MxKxN, their baselines checked, the baseline kernels they
+** compile hashed (and present), --eps for those with a norm, and their
+** components: the norm at T = M, H = K and the GEMV at M x K x N (2N with
+** SwiGLU: one GEMV over the concatenated gate|up weight). */
+static void fused_ops_and_their_components(void)
+{
+    for (int i = 0; i < 5; i++) {
+        const at_op *op = at_op_find(FUSED[i]);
+        int norm = strstr(FUSED[i], "norm") != NULL, swiglu = strstr(FUSED[i], "swiglu") != NULL;
+        CHECK(op != NULL);
+        if (!op)
+            continue;
+        CHECK_EQ_INT(op->rank, 3);
+        CHECK(op->check_baselines);
+        CHECK_EQ_INT(op->takes_eps, norm);
+        CHECK(op->components != NULL);
+        at_templates *tpl = NULL;
+        int nt = 0;
+        CHECK_EQ_INT(at_templates_open("templates", &tpl), AT_OK);
+        for (; tpl && op->extra_templates[nt]; nt++) {
+            const char *src = NULL;
+            CHECK_EQ_INT(at_templates_source(tpl, op->extra_templates[nt], &src), AT_OK);
+        }
+        at_templates_free(tpl);
+        CHECK_EQ_INT(nt, norm + swiglu);
+        at_search_opts o = {.op = FUSED[i], .dtype = AT_BF16};
+        at_op_component c[AT_OP_MAX_COMPONENTS];
+        CHECK_EQ_INT(at_shape_parse("4x2048x6144", 3, &o.shape), AT_OK);
+        int n = op->components ? op->components(&o, c, AT_OP_MAX_COMPONENTS) : 0;
+        CHECK_EQ_INT(n, norm + 1);
+        if (n != norm + 1)
+            continue;
+        if (norm) {
+            CHECK(strcmp(c[0].op, strstr(FUSED[i], "gemma") ? "gemma_rmsnorm" : "rmsnorm") == 0);
+            CHECK(c[0].shape.rank == 2 && c[0].shape.M == 4 && c[0].shape.K == 2048);
+        }
+        CHECK(strcmp(c[norm].op, "gemv") == 0);
+        CHECK(c[norm].shape.rank == 3 && c[norm].shape.M == 4 && c[norm].shape.K == 2048);
+        CHECK(c[norm].shape.N == (swiglu ? 2 * 6144 : 6144));
+    }
+    CHECK(at_op_gemv.components == NULL && at_op_rmsnorm.components == NULL && at_op_gemv_add.components == NULL);
 }
 
 static char *slurp_text(const char *path);
@@ -170,6 +216,49 @@ static void gemv_add_open_names_both_baselines(void)
                             &cb),
                  AT_ERR_SPEC);
     CHECK_STR_HAS(at_errmsg(), "no TP_ADD=1");
+}
+
+/* Each fused op opens on search/gemv.lua with both baselines named (the
+** runtime's unfused sequence first: the winner rule's yardstick), one copy
+** = the weight block ([2N,K] with SwiGLU) and the norm weight, eps the
+** float the kernel gets; gemv.lua loaded as gemv (no TP_NORM / TP_SWIGLU)
+** is refused by name. */
+static void fused_open_names_both_baselines(void)
+{
+    for (int i = 0; i < 5; i++) {
+        int norm = strstr(FUSED[i], "norm") != NULL, swiglu = strstr(FUSED[i], "swiglu") != NULL;
+        char keyopts[64] = "x";
+        size_t cb = 0;
+        at_search_result res;
+        CHECK_EQ_INT(open_op(FUSED[i], "search/gemv.lua", "3x1096x1000", norm ? 1e-5 : 0.0, &res, keyopts,
+                             sizeof keyopts, &cb),
+                     AT_OK);
+        CHECK(keyopts[0] == '\0');
+        size_t w = (size_t)(swiglu ? 2 : 1) * 1096 * 1000 * 2;
+        CHECK_EQ_INT(cb, norm ? (w + 255) / 256 * 256 + (1096 * 2 + 255) / 256 * 256 : w);
+        CHECK_EQ_INT(res.nbaselines, 2);
+        CHECK(strcmp(res.baselines[0].strategy, "unfused") == 0);
+        CHECK(strcmp(res.baselines[0].label, "unfused") == 0);
+        CHECK_STR_HAS(res.baselines[0].what, "atk unfused: ");
+        if (swiglu)
+            CHECK_STR_HAS(res.baselines[1].what, "silu_mul");
+        if (norm)
+            CHECK_STR_HAS(res.baselines[1].what, "norm_naive");
+        CHECK(res.eps == (norm ? (double)1e-5f : 0.0));
+        CHECK_EQ_INT(open_op_as(FUSED[i], "gemv", "search/gemv.lua", "1x2048x2048", 0.0, &res, keyopts,
+                                sizeof keyopts, &cb),
+                     AT_ERR_SPEC);
+        CHECK_STR_HAS(at_errmsg(), "TP_NORM=0 TP_SWIGLU=0");
+    }
+    char keyopts[64];
+    size_t cb;
+    at_search_result res;
+    CHECK_EQ_INT(open_op("rmsnorm_gemv", "search/gemv.lua", "1x2048x2048", 3.0, &res, keyopts, sizeof keyopts, &cb),
+                 AT_ERR_USAGE);
+    CHECK_STR_HAS(at_errmsg(), "eps");
+    CHECK_EQ_INT(open_op("gemv_swiglu", "search/gemv.lua", "1x2048x2048", 1e-5, &res, keyopts, sizeof keyopts, &cb),
+                 AT_ERR_USAGE);
+    CHECK_STR_HAS(at_errmsg(), "--eps applies to the ops with a norm");
 }
 
 static char *slurp_text(const char *path)
@@ -373,6 +462,8 @@ int main(void)
     TT_RUN(norm_open_names_baselines_and_sizes);
     TT_RUN(gemv_open_keeps_the_key_and_cublas);
     TT_RUN(gemv_add_open_names_both_baselines);
+    TT_RUN(fused_ops_and_their_components);
+    TT_RUN(fused_open_names_both_baselines);
     TT_RUN(fp32_weights_change_the_key);
     TT_RUN(report_shows_both_baselines);
     return TT_DONE();

@@ -1029,6 +1029,62 @@ static void test_gemv_spec_serves_gemv_add(void)
     CHECK(bad == NULL);
 }
 
+/* search/gemv.lua serves the five fused ops too: each candidate carries the
+** op's TP_NORM and TP_SWIGLU (and no TP_ADD), only the CUDA-core templates
+** (warp_row, splitk, multi_token: the mma ones have no fused form) are
+** live, the default path maps each op to gemv.lua, and an op gemv.lua does
+** not know is refused by name. */
+static void test_gemv_spec_serves_the_fused_ops(void)
+{
+    static const struct {
+        const char *op;
+        int norm, swiglu;
+    } ops[] = {{"rmsnorm_gemv", 1, 0},
+               {"gemma_rmsnorm_gemv", 2, 0},
+               {"gemv_swiglu", 0, 1},
+               {"rmsnorm_gemv_swiglu", 1, 1},
+               {"gemma_rmsnorm_gemv_swiglu", 2, 1}};
+    static const char *const shapes[] = {"1x2048x6144", "4x2048x6144", "16x2560x9216"};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        char path[256];
+        at_spec_default_path("/h", ops[i].op, path, sizeof path);
+        CHECK(strcmp(path, "/h/search/gemv.lua") == 0);
+        at_spec *sp = NULL;
+        CHECK_EQ_INT(at_spec_load_op("search/gemv.lua", ops[i].op, &sp), AT_OK);
+        if (!sp)
+            continue;
+        CHECK(strcmp(at_spec_op(sp), ops[i].op) == 0);
+        for (int k = 0; k < 3; k++) {
+            at_problem pb = {.op = ops[i].op, .dtype = AT_BF16, .arch = 90, .sms = 132};
+            at_candidate *c = NULL;
+            int n = 0, live = 0, bad_param = 0, bad_template = 0;
+            CHECK_EQ_INT(at_shape_parse(shapes[k], 3, &pb.shape), AT_OK);
+            CHECK_EQ_INT(at_spec_expand(sp, &pb, &c, &n), AT_OK);
+            for (int j = 0; j < n; j++) {
+                bad_param += at_candidate_param(&c[j], "TP_NORM", 0) != ops[i].norm ||
+                             at_candidate_param(&c[j], "TP_SWIGLU", 0) != ops[i].swiglu ||
+                             at_candidate_param(&c[j], "TP_ADD", 0) != 0;
+                if (c[j].pruned_by[0])
+                    continue;
+                live++;
+                const char *t = at_spec_strategy_template(sp, c[j].strategy);
+                bad_template += !t || (strcmp(t, "gemv/gemv_warp_row.cu") && strcmp(t, "gemv/gemv_splitk.cu") &&
+                                       strcmp(t, "gemv/gemv_multi_token.cu"));
+            }
+            CHECK(live > 0);
+            CHECK_EQ_INT(bad_param, 0);
+            CHECK_EQ_INT(bad_template, 0);
+            printf("  %s %s: %d candidates, %d live\n", ops[i].op, shapes[k], n, live);
+            free(c);
+        }
+        at_spec_free(sp);
+    }
+    at_spec *bad = NULL;
+    CHECK_EQ_INT(at_spec_load_op("search/gemv.lua", "rmsnorm_gemv_add", &bad), AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "not rmsnorm_gemv_add");
+    CHECK(bad == NULL);
+}
+
 int main(void)
 {
     TT_RUN(test_good_fixture_loads_with_names);
@@ -1069,5 +1125,6 @@ int main(void)
     TT_RUN(test_search_strategy_field);
     TT_RUN(test_allow_spills_field);
     TT_RUN(test_gemv_spec_serves_gemv_add);
+    TT_RUN(test_gemv_spec_serves_the_fused_ops);
     return TT_DONE();
 }

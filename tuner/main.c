@@ -51,11 +51,18 @@ static void usage(FILE *f)
         "unless a tuned one beats it) and the unfused eager chain, on cold inputs.\n"
         "\n"
         "  --op OP          gemv, gemv_add, rmsnorm, add_rmsnorm, gemma_rmsnorm,\n"
-        "                   add_gemma_rmsnorm\n"
+        "                   add_gemma_rmsnorm; fused: rmsnorm_gemv,\n"
+        "                   gemma_rmsnorm_gemv, gemv_swiglu, rmsnorm_gemv_swiglu,\n"
+        "                   gemma_rmsnorm_gemv_swiglu\n"
         "  --shape SHAPE    MxKxN for gemv: M tokens, K inputs, N outputs,\n"
         "                   y[M,N] = x[M,K] . W[N,K]^T (W row-major, as nn.Linear);\n"
         "                   gemv_add: residual[M,N] += x . W^T in place (timed\n"
         "                   against cuBLAS + an add kernel and cuBLAS beta = 1)\n"
+        "                   fused ops: y = rmsnorm(x) . W^T (K the hidden size),\n"
+        "                   y = silu(x . Wg^T) * (x . Wu^T) (N the intermediate\n"
+        "                   size), or both; timed against the runtime's unfused\n"
+        "                   sequence over the cache (its norm and GEMV are tuned\n"
+        "                   first when the cache lacks them) and naive + cuBLAS\n"
         "                   LO..HIxKxN tunes the batch buckets LO, every power of\n"
         "                   two between, and HI: 1..16x2048x8192 is M = 1, 2, 4, 8,\n"
         "                   16. The runtime serves an untuned M from the next larger\n"
@@ -66,8 +73,9 @@ static void usage(FILE *f)
         "                   add_*: z = x + residual is written back into residual\n"
         "                   and normalized\n"
         "  --dtype T        bf16 (default) or fp16; accumulation is fp32\n"
-        "  --eps E          norm ops: eps, a number in (0, 1] (default 1e-6)\n"
-        "  --spec FILE      search spec (default: search/OP.lua; gemv_add: gemv.lua, the norms: norm.lua)\n"
+        "  --eps E          ops with a norm: eps, a number in (0, 1] (default 1e-6)\n"
+        "  --spec FILE      search spec (default: search/OP.lua; gemv_add and the fused\n"
+        "                   ops: gemv.lua, the norms: norm.lua)\n"
         "  --templates DIR  template folder (default: templates/ beside the specs)\n"
         "  --db FILE        cache (default: $XDG_CACHE_HOME/autotune/tune.db,\n"
         "                   else ~/.cache/autotune/tune.db)\n"
@@ -455,8 +463,8 @@ int main(int argc, char **argv)
     if ((rc = at_shape_buckets(shape_text, op->rank, buckets, AT_MAX_BUCKETS, &nbuckets)) != AT_OK)
         return die(rc, json);
     o.shape = buckets[0];
-    if (o.eps != 0.0 && op->rank != 2)
-        return die(at_fail(AT_ERR_USAGE, "--eps applies to the norm ops, not %s", o.op), json);
+    if (o.eps != 0.0 && !op->takes_eps)
+        return die(at_fail(AT_ERR_USAGE, "--eps applies to the ops with a norm, not %s", o.op), json);
     if (o.arch && !o.dry_run)
         return die(at_fail(AT_ERR_USAGE, "--arch applies to --dry-run; a real run tunes for the present GPU"),
                    json);

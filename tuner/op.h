@@ -61,6 +61,13 @@ typedef struct at_op_check {
     char reason[256]; /* why, when wrong */
 } at_op_check;
 
+/* One op (and shape) another op's baseline is built from. */
+typedef struct at_op_component {
+    const char *op; /* "rmsnorm", "gemv" ... */
+    at_shape shape;
+} at_op_component;
+#define AT_OP_MAX_COMPONENTS 4
+
 typedef struct at_op {
     const char *name;  /* "gemv", "rmsnorm", ... (--op) */
     int rank;          /* 3: MxKxN, 2: TxH */
@@ -71,6 +78,12 @@ typedef struct at_op {
     ** baselines we compile), NULL-terminated; hashed into the key. */
     const char *const *extra_templates;
     int check_baselines; /* verify the baselines too (our own kernels) */
+    int takes_eps;       /* reads --eps (the norms and the fused ops with a norm) */
+    /* Fused ops: the ops and shapes baseline 0 runs (the unfused sequence
+    ** over the cache), which the pipeline tunes, or finds in the cache,
+    ** before this op's own search (components.c). Fills up to `max` of
+    ** them and returns how many; NULL for an op without components. */
+    int (*components)(const at_search_opts *o, at_op_component *out, int max);
 
     /* Host only, cheap (the cache lookup follows): validates the options
     ** for this op, reads what it needs from the spec, and fills the
@@ -103,9 +116,11 @@ const at_op *at_op_find(const char *name);
 /* The i-th op of the table (NULL past the end), for --help and messages. */
 const at_op *at_op_at(int i);
 
-/* The ops (op_gemv.c, op_norm.c). */
+/* The ops (op_gemv.c, op_norm.c, op_fused.c). */
 extern const at_op at_op_gemv, at_op_gemv_add;
 extern const at_op at_op_rmsnorm, at_op_add_rmsnorm, at_op_gemma_rmsnorm, at_op_add_gemma_rmsnorm;
+extern const at_op at_op_rmsnorm_gemv, at_op_gemma_rmsnorm_gemv, at_op_gemv_swiglu, at_op_rmsnorm_gemv_swiglu,
+    at_op_gemma_rmsnorm_gemv_swiglu;
 
 /* The elementwise kernels of templates/baseline/ (norm_add.cu, the unfused
 ** norm chain): 256 threads a block, 4 elements a thread. */
@@ -114,6 +129,22 @@ extern const at_op at_op_rmsnorm, at_op_add_rmsnorm, at_op_gemma_rmsnorm, at_op_
 
 /* Shared by the ops: one kernel launch on g->stream (PDL when asked). */
 int at_op_launch(at_gpu *g, const at_op_kernel *k, void **args);
+
+/* Shared by the ops: compiles an op's own baseline kernels (NVRTC, on
+** `threads` threads, through the compiled-kernel cache when cubin_dir is
+** set) and loads them. jobs[i].name is the template ("baseline/norm_add.cu")
+** and jobs[i].options its -D options, set by the caller; the rest of each
+** job is filled here (the caller clears them with at_compile_job_clear,
+** after the modules are unloaded or not). entries[i] is the kernel's entry
+** point; mods[i] and fns[i] receive the module and function. Returns
+** AT_OK, AT_ERR_NVRTC (message with the log) when one does not compile, or
+** the CUDA error of the load. */
+int at_op_compile_load(at_gpu *g, at_templates *tpl, int arch, at_dtype dtype, const char *cubin_dir, int threads,
+                       at_compile_job *jobs, const char *const *entries, int n, CUmodule *mods, CUfunction *fns);
+
+/* Fills copies 1.. of a block of `copies` copies `stride` bytes apart from
+** copy 0, by doubling: log2(copies) device copies enqueued on g->stream. */
+int at_op_replicate(at_gpu *g, CUdeviceptr base, size_t stride, int copies);
 
 /* Guard zones (guard.c): an output buffer of n bytes with AT_GUARD_BYTES
 ** before and after it, filled with AT_GUARD_PATTERN before a correctness

@@ -109,23 +109,10 @@ static int gemv_add_open(const at_op_env *env, at_search_result *res, void **sta
 ** gemv_add's add kernel. */
 static int compile_add(gemv *s)
 {
-    at_gpu *g = s->g;
-    at_compile_job *j = &s->job;
-    int rc;
-    if ((rc = at_templates_source(s->tpl, add_templates[0], &j->source)) != AT_OK)
-        return rc;
-    j->tpl = s->tpl;
-    j->name = add_templates[0];
-    j->arch = s->arch;
-    j->dtype = s->dtype;
-    j->cubin_dir = s->cubin_dir;
-    if ((rc = at_nvrtc_compile_all(j, 1, s->threads, NULL, NULL)) != AT_OK)
-        return rc;
-    if (!j->ok)
-        return at_fail(AT_ERR_NVRTC, "nvrtc: the baseline %s does not compile:\n%s", j->name, j->log ? j->log : "");
-    if ((rc = at_gpu_check(g, g->cu.cuModuleLoadData_(&s->mod, j->cubin), "cuModuleLoadData")) != AT_OK)
-        return rc;
-    return at_gpu_check(g, g->cu.cuModuleGetFunction_(&s->addfn, s->mod, ADD_KERNEL), "cuModuleGetFunction");
+    static const char *const entry[] = {ADD_KERNEL};
+    s->job.name = add_templates[0];
+    return at_op_compile_load(s->g, s->tpl, s->arch, s->dtype, s->cubin_dir, s->threads, &s->job, entry, 1, &s->mod,
+                              &s->addfn);
 }
 
 static void gemv_key_options(void *state, char *buf, size_t len)

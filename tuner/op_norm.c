@@ -160,62 +160,27 @@ static size_t norm_copy_bytes(void *state)
 ** when there is one) and loads them. */
 static int compile_baselines(norm *s)
 {
-    at_gpu *g = s->g;
-    int rc;
+    at_compile_job list[NB];
+    const char *entries[NB];
+    CUmodule mods[NB] = {0};
+    CUfunction fns[NB] = {0};
+    int idx[NB], n = 0;
     for (int b = 0; b < NB; b++) {
-        at_compile_job *j = &s->jobs[b];
         if (!uses_baseline(s, b))
             continue;
-        if ((rc = at_templates_source(s->tpl, btemplates[b], &j->source)) != AT_OK)
-            return rc;
-        j->tpl = s->tpl;
-        j->name = btemplates[b];
-        j->arch = s->arch;
-        j->dtype = s->dtype;
-        j->cubin_dir = s->cubin_dir;
+        list[n] = (at_compile_job){.name = btemplates[b]};
         if (b == B_NAIVE || b == B_MUL_W)
-            snprintf(j->options, sizeof j->options, "-DTP_OP=%d -DTP_WFP32=%d", (int)s->op, s->wfp32);
+            snprintf(list[n].options, sizeof list[n].options, "-DTP_OP=%d -DTP_WFP32=%d", (int)s->op, s->wfp32);
+        entries[n] = bname[b];
+        idx[n++] = b;
     }
-    at_compile_job list[NB];
-    int idx[NB], n = 0;
-    for (int b = 0; b < NB; b++)
-        if (uses_baseline(s, b)) {
-            list[n] = s->jobs[b];
-            idx[n++] = b;
-        }
-    rc = at_nvrtc_compile_all(list, n, s->threads, NULL, NULL);
-    for (int k = 0; k < n; k++)
+    int rc = at_op_compile_load(s->g, s->tpl, s->arch, s->dtype, s->cubin_dir, s->threads, list, entries, n, mods, fns);
+    for (int k = 0; k < n; k++) { /* what was compiled and loaded, for close and baseline_winner */
         s->jobs[idx[k]] = list[k];
-    if (rc != AT_OK)
-        return rc;
-    for (int k = 0; k < n; k++) {
-        at_compile_job *j = &s->jobs[idx[k]];
-        if (!j->ok)
-            return at_fail(AT_ERR_NVRTC, "nvrtc: the baseline %s does not compile (%s):\n%s", j->name,
-                           j->options, j->log ? j->log : "");
-        if ((rc = at_gpu_check(g, g->cu.cuModuleLoadData_(&s->mod[idx[k]], j->cubin), "cuModuleLoadData")) !=
-                AT_OK ||
-            (rc = at_gpu_check(g, g->cu.cuModuleGetFunction_(&s->fn[idx[k]], s->mod[idx[k]], bname[idx[k]]),
-                               "cuModuleGetFunction")) != AT_OK)
-            return rc;
+        s->mod[idx[k]] = mods[k];
+        s->fn[idx[k]] = fns[k];
     }
-    return AT_OK;
-}
-
-/* Fills copies 1.. of a block of `copies` strided copies from copy 0, by
-** doubling: log2(copies) stream-ordered device copies. */
-static int replicate(at_gpu *g, CUdeviceptr base, size_t stride, int copies)
-{
-    int rc;
-    for (int have = 1; have < copies; have *= 2) {
-        int n = have < copies - have ? have : copies - have;
-        if ((rc = at_gpu_check(g,
-                               g->cu.cuMemcpyDtoDAsync_(base + (CUdeviceptr)(stride * (size_t)have), base,
-                                                        stride * (size_t)n, g->stream),
-                               "cuMemcpyDtoDAsync")) != AT_OK)
-            return rc;
-    }
-    return AT_OK;
+    return rc;
 }
 
 static int norm_setup(void *state, at_gpu *g, int copies)
@@ -278,9 +243,9 @@ static int norm_setup(void *state, at_gpu *g, int copies)
             AT_OK ||
         (s->add && (rc = at_gpu_check(g, g->cu.cuMemcpyHtoDAsync_(s->rb, s->hr, n * 2, g->stream),
                                       "cuMemcpyHtoDAsync")) != AT_OK) ||
-        (rc = replicate(g, s->xb, s->rstride, copies)) != AT_OK ||
-        (rc = replicate(g, s->wb, s->wstride, copies)) != AT_OK ||
-        (s->add && (rc = replicate(g, s->rb, s->rstride, copies)) != AT_OK) ||
+        (rc = at_op_replicate(g, s->xb, s->rstride, copies)) != AT_OK ||
+        (rc = at_op_replicate(g, s->wb, s->wstride, copies)) != AT_OK ||
+        (s->add && (rc = at_op_replicate(g, s->rb, s->rstride, copies)) != AT_OK) ||
         /* y: defined bytes everywhere (timing never reads it; checks poison it) */
         (rc = at_gpu_check(g, g->cu.cuMemsetD8Async_(s->yb, 0, s->rstride * C, g->stream), "cuMemsetD8Async")) !=
             AT_OK)
@@ -481,6 +446,7 @@ static void norm_close(void *state)
         .copy_what = "inputs",                                                                     \
         .extra_templates = btemplates,                                                             \
         .check_baselines = 1,                                                                      \
+        .takes_eps = 1,                                                                            \
         .open = norm_open,                                                                         \
         .key_options = norm_key_options,                                                           \
         .copy_bytes = norm_copy_bytes,                                                             \

@@ -22,6 +22,13 @@ static const at_search_baseline *base_desc(const at_search_result *r, int b)
     return b < r->nbaselines ? &r->baselines[b] : &cublas;
 }
 
+/* The RMSNorm family (TxH, every input rotated); not the fused ops, whose
+** names hold "norm" too but which rotate weights (MxKxN). */
+static int is_norm_op(const char *op)
+{
+    return strstr(op, "norm") && !strstr(op, "gemv");
+}
+
 /* Baselines shown beside baseline 0 (the norms' unfused chain). */
 static int nbase(const at_search_result *r)
 {
@@ -229,7 +236,7 @@ void at_report_text(FILE *f, const at_search_opts *o, const at_search_result *r,
         return;
     }
     int full = r->full_reps > 0 ? r->full_reps : r->reps, fin = r->final_reps > 0 ? r->final_reps : 3 * r->reps;
-    if (strstr(r->key.op, "norm")) /* the norms: every input rotated, two baselines */
+    if (is_norm_op(r->key.op)) /* the norms: every input rotated, two baselines */
         fprintf(f, "timing  cold inputs (%d copies of x%s, w, y: %.0f MiB; %d graph%s of %d launches), graph "
                    "replay, median of up to %d (top %d: median of %d); eps %.7g%s\n",
                 r->copies, strstr(r->key.op, "add_") ? ", residual" : "", r->working_set_mib, r->groups,
@@ -237,9 +244,10 @@ void at_report_text(FILE *f, const at_search_opts *o, const at_search_result *r,
                 strstr(r->key.op, "add_") ? "; residual updated in place while timed" : "");
     else
         fprintf(f, "timing  cold weights (%d copies, %.0f MiB), graph replay of %d launches (screening: %d), "
-                   "median of up to %d (top %d: median of %d)%s\n",
+                   "median of up to %d (top %d: median of %d)%s%s\n",
                 r->copies, r->working_set_mib, r->launches, r->screen_launches, full, r->nfinal, fin,
-                strcmp(r->key.op, "gemv_add") == 0 ? "; residual updated in place while timed" : "");
+                strcmp(r->key.op, "gemv_add") == 0 ? "; residual updated in place while timed" : "",
+                r->eps > 0 ? "; the norm weight w rotated with them" : "");
     char vs[32];
     snprintf(vs, sizeof vs, "vs %s", base_desc(r, 0)->label);
     fprintf(f, "  %-4s  %-9s %-52s %8s %13s %4s %7s %6s %6s %9s", "rank", "strategy", "params", "us",

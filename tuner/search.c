@@ -721,6 +721,21 @@ int at_search_run(const at_search_opts *o, at_search_result *res)
             res->baselines[0].us_max = res->base_max;
             goto done;
         }
+        if (r.op->components && !o->compile_only && !o->verify_only) {
+            /* a fused op: its components first (components.c), so that
+            ** baseline 0 runs the tuned sequence. Their GPU workers fork:
+            ** no SQLite connection is held across that. */
+            char tuned[96];
+            at_cache_close(r.cache);
+            r.cache = NULL;
+            if ((rc = at_search_components(o, r.op, r.pg, tuned, sizeof tuned)) != AT_OK ||
+                (rc = at_cache_open(o->db_path, &r.cache)) != AT_OK)
+                goto done;
+            at_search_baseline *b0 = &res->baselines[0];
+            size_t wl = strlen(b0->what);
+            if (tuned[0])
+                snprintf(b0->what + wl, sizeof b0->what - wl, " [tuned first: %s]", tuned);
+        }
     }
 
     if ((rc = at_spec_bytes(r.spec, &pb, &res->bytes)) != AT_OK || (rc = make_rows(&r, &pb)) != AT_OK)

@@ -94,6 +94,13 @@ void at_search_warn(run *r, const char *msg);
 /* The timing phase's search for n correct candidates into r->so and res. */
 int at_search_plan(run *r, int n);
 
+/* components.c: a fused op's components (op->components) tuned, or found
+** in the cache, with o's options before its own search; nothing for an op
+** without them, a dry run, a compile-only or a verify-only run. tuned[len]
+** receives "rmsnorm=block_row gemv=splitk" (the winners' strategies). A
+** component's failure is returned with a message naming it. */
+int at_search_components(const at_search_opts *o, const at_op *op, at_progress *pg, char *tuned, size_t len);
+
 /* search_gpu.c: the GPU phases, in order (each returns an at_status; a
 ** sticky CUDA error leaves the candidate in flight for the parent) */
 int at_search_device_ceilings(run *r);

@@ -853,6 +853,11 @@ static const struct {
     const char *op, *file;
 } SPEC_FILES[] = {
     {"gemv_add", "gemv"}, /* the GEMV space with TP_ADD=1 */
+    {"rmsnorm_gemv", "gemv"}, /* the fused ops: TP_NORM / TP_SWIGLU set */
+    {"gemma_rmsnorm_gemv", "gemv"},
+    {"gemv_swiglu", "gemv"},
+    {"rmsnorm_gemv_swiglu", "gemv"},
+    {"gemma_rmsnorm_gemv_swiglu", "gemv"},
     {"rmsnorm", "norm"},
     {"add_rmsnorm", "norm"},
     {"gemma_rmsnorm", "norm"},

@@ -25,7 +25,8 @@ static const struct {
     int rank;
 } ops[] = {
     {"gemv", 3}, {"rmsnorm", 2}, {"add_rmsnorm", 2}, {"gemma_rmsnorm", 2}, {"add_gemma_rmsnorm", 2},
-    {"gemv_add", 3},
+    {"gemv_add", 3}, {"rmsnorm_gemv", 3}, {"gemma_rmsnorm_gemv", 3}, {"gemv_swiglu", 3},
+    {"rmsnorm_gemv_swiglu", 3}, {"gemma_rmsnorm_gemv_swiglu", 3},
 };
 
 int at_suite_op_rank(const char *op)
@@ -38,7 +39,8 @@ int at_suite_op_rank(const char *op)
 
 const char *at_suite_known_ops(void)
 {
-    return "gemv, rmsnorm, add_rmsnorm, gemma_rmsnorm, add_gemma_rmsnorm";
+    return "gemv, gemv_add, rmsnorm, add_rmsnorm, gemma_rmsnorm, add_gemma_rmsnorm, rmsnorm_gemv, "
+           "gemma_rmsnorm_gemv, gemv_swiglu, rmsnorm_gemv_swiglu, gemma_rmsnorm_gemv_swiglu";
 }
 
 /* What loading holds while Lua runs. */

@@ -1,0 +1,164 @@
+/*
+** test_gemv_fused.c — the fused decode ops' kernels without a GPU: the
+** distinct live candidates of search/gemv.lua loaded for each fused op
+** (TP_NORM, TP_SWIGLU in warp_row, splitk, multi_token) compile with NVRTC
+** for sm_80, sm_89 and sm_90 on the Qwen3.5-2B shapes they serve, at M = 1
+** and at the bucket M = 8: after a norm 2048 -> 5120 (attn qkv+gate),
+** 2048 -> 8192 (linear-attn in_proj_qkvz), 2048 -> 32 (in_proj_ba),
+** 2048 -> 248320 (lm_head); SwiGLU 2048 -> 6144 (the MLP's gate_up).
+** "Distinct": the options the tuner compiles with the parameters folded
+** that shape only the weight stream and the main loop (cache hint, unroll,
+** PDL, prefetch; as test_gemv_add folds them), and TP_NORM 2 folded into
+** 1 (Gemma's 1 + w is one add in the same code). So each arch compiles
+** three groups: norm (rmsnorm_gemv, gemma_rmsnorm_gemv), SwiGLU
+** (gemv_swiglu) and both (the two norm + SwiGLU ops); the counts are
+** printed: 231 distinct kernels an arch, 693 in all, about 2 minutes on 2
+** cores (4.5 when they are shared) with the spec as this was written.
+*/
+#include "autotune.h"
+#include "tinytest.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int strategy;
+    char options[512]; /* as compiled */
+    char folded[512];  /* the folded parameters' values blanked: the dedup key */
+} distinct_cand;
+
+/* options with the values of the folded parameters replaced by '*'. */
+static void fold(const char *options, char *out, size_t n)
+{
+    static const char *const folded[] = {"TP_CACHE", "TP_UNROLL", "TP_STAGES", "TP_PRE", "TP_XK",
+                                         "TP_KC",    "TP_DEPTH",  "TP_PDL",    "TP_L2PF", "TP_NORM"};
+    size_t used = 0;
+    out[0] = '\0';
+    for (const char *p = options; *p && used + 1 < n;) {
+        const char *end = strchr(p, ' '), *eq;
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char tok[128];
+        snprintf(tok, sizeof tok, "%.*s", (int)len, p);
+        if (!strncmp(tok, "-D", 2) && (eq = strchr(tok, '=')) != NULL)
+            for (size_t i = 0; i < sizeof folded / sizeof folded[0]; i++)
+                if ((size_t)(eq - tok - 2) == strlen(folded[i]) && !strncmp(tok + 2, folded[i], strlen(folded[i])))
+                    snprintf(tok + (eq - tok) + 1, sizeof tok - (size_t)(eq - tok) - 1, "*");
+        int w = snprintf(out + used, n - used, "%s%s", used ? " " : "", tok);
+        if (w < 0)
+            break;
+        used += (size_t)w;
+        p += len;
+        while (*p == ' ')
+            p++;
+    }
+}
+
+/* Adds op's live candidates at shape for arch to list[*n] unless there. */
+static void add_distinct(const char *op, const char *shape, int arch, distinct_cand *list, int *n, int cap,
+                         int *nlive)
+{
+    at_problem pb = {.op = op, .dtype = AT_BF16, .arch = arch, .sms = 132};
+    at_spec *spec = NULL;
+    at_candidate *c = NULL;
+    int nc = 0, norm = strstr(op, "norm") != NULL, swiglu = strstr(op, "swiglu") != NULL;
+    CHECK_EQ_INT(at_spec_load_op("search/gemv.lua", op, &spec), AT_OK);
+    CHECK_EQ_INT(at_shape_parse(shape, 3, &pb.shape), AT_OK);
+    if (!spec)
+        return;
+    CHECK_EQ_INT(at_spec_expand(spec, &pb, &c, &nc), AT_OK);
+    for (int i = 0; i < nc; i++) {
+        if (c[i].pruned_by[0])
+            continue;
+        (*nlive)++;
+        distinct_cand d = {.strategy = c[i].strategy};
+        at_candidate_compile_options(&c[i], arch, d.options, sizeof d.options);
+        if (norm)
+            CHECK_STR_HAS(d.options, strstr(op, "gemma") ? "-DTP_NORM=2" : "-DTP_NORM=1");
+        if (swiglu)
+            CHECK_STR_HAS(d.options, "-DTP_SWIGLU=1");
+        fold(d.options, d.folded, sizeof d.folded);
+        int dup = 0;
+        for (int j = 0; j < *n && !dup; j++)
+            dup = list[j].strategy == d.strategy && strcmp(list[j].folded, d.folded) == 0;
+        if (!dup && *n < cap)
+            list[(*n)++] = d;
+    }
+    free(c);
+    at_spec_free(spec);
+}
+
+static void compile_for(int arch, at_dtype dtype)
+{
+    enum { CAP = 8192 };
+    static const char *const ops[] = {"rmsnorm_gemv", "gemma_rmsnorm_gemv", "gemv_swiglu", "rmsnorm_gemv_swiglu",
+                                      "gemma_rmsnorm_gemv_swiglu"};
+    static const char *const norm_shapes[] = {"1x2048x5120", "8x2048x5120", "1x2048x8192",  "8x2048x8192",
+                                              "1x2048x32",   "8x2048x32",   "1x2048x248320", "8x2048x248320"};
+    static const char *const swiglu_shapes[] = {"1x2048x6144", "8x2048x6144"};
+    distinct_cand *list = calloc(CAP, sizeof *list);
+    at_spec *spec = NULL;
+    at_templates *tpl = NULL;
+    at_compile_job *jobs = NULL;
+    int n = 0, nlive = 0, per[8] = {0};
+    CHECK(list != NULL);
+    CHECK_EQ_INT(at_spec_load_op("search/gemv.lua", "rmsnorm_gemv", &spec), AT_OK); /* template names */
+    CHECK_EQ_INT(at_templates_open("templates", &tpl), AT_OK);
+    if (!list || !spec || !tpl)
+        goto done;
+    for (int o = 0; o < 5; o++) {
+        int swiglu = strstr(ops[o], "swiglu") != NULL;
+        const char *const *shapes = swiglu ? swiglu_shapes : norm_shapes;
+        int ns = swiglu ? 2 : 8;
+        for (int i = 0; i < ns; i++)
+            add_distinct(ops[o], shapes[i], arch, list, &n, CAP, &nlive);
+    }
+    CHECK(n > 0 && n < CAP);
+    jobs = calloc((size_t)(n ? n : 1), sizeof *jobs);
+    CHECK(jobs != NULL);
+    if (!jobs)
+        goto done;
+    for (int i = 0; i < n; i++) {
+        const char *name = at_spec_strategy_template(spec, list[i].strategy), *src = NULL;
+        CHECK_EQ_INT(at_templates_source(tpl, name, &src), AT_OK);
+        jobs[i] = (at_compile_job){.tpl = tpl, .name = name, .source = src, .arch = arch, .dtype = dtype};
+        memcpy(jobs[i].options, list[i].options, sizeof jobs[i].options);
+        if (list[i].strategy < 8)
+            per[list[i].strategy]++;
+    }
+    CHECK_EQ_INT(at_nvrtc_compile_all(jobs, n, 0, NULL, NULL), AT_OK);
+    int failed = 0, noregs = 0;
+    double t = 0;
+    for (int i = 0; i < n; i++) {
+        if (!jobs[i].ok && failed++ < 3)
+            fprintf(stderr, "  compile failed: %s %s\n%s\n", jobs[i].name, jobs[i].options,
+                    jobs[i].log ? jobs[i].log : "");
+        noregs += jobs[i].ok && jobs[i].regs <= 0;
+        t += jobs[i].seconds;
+        at_compile_job_clear(&jobs[i]);
+    }
+    CHECK_EQ_INT(failed, 0);
+    CHECK_EQ_INT(noregs, 0);
+    /* the three CUDA-core strategies are compiled; the mma ones never live */
+    CHECK(per[0] > 0 && per[1] > 0 && per[2] > 0);
+    CHECK(per[3] == 0 && per[4] == 0);
+    printf("  sm_%d %s: %d live, %d distinct kernels compiled (warp_row %d, splitk %d, multi_token %d), %.1f s\n",
+           arch, at_dtype_name(dtype), nlive, n, per[0], per[1], per[2], t);
+done:
+    free(jobs);
+    free(list);
+    at_templates_free(tpl);
+    at_spec_free(spec);
+}
+
+static void compiles_sm90_bf16(void) { compile_for(90, AT_BF16); }
+static void compiles_sm89_fp16(void) { compile_for(89, AT_FP16); }
+static void compiles_sm80_bf16(void) { compile_for(80, AT_BF16); }
+
+int main(void)
+{
+    TT_RUN(compiles_sm90_bf16);
+    TT_RUN(compiles_sm89_fp16);
+    TT_RUN(compiles_sm80_bf16);
+    return TT_DONE();
+}

@@ -1,0 +1,498 @@
+/*
+** op_fused.c — the fused decode ops for the op table (MxKxN; one
+** implementation, five ops): rmsnorm_gemv and gemma_rmsnorm_gemv (the norm
+** of x in the GEMV's prologue, TP_NORM 1 / 2), gemv_swiglu (y = silu(x .
+** Wg^T) * (x . Wu^T), TP_SWIGLU 1) and the two norm + SwiGLU forms. The
+** candidates are search/gemv.lua's warp_row / splitk / multi_token kernels
+** built with TP_NORM / TP_SWIGLU; every one takes the nine parameters
+** (x, W, y, M, K, N, Wu, nw, eps) [FUSED_ARGS]. Random x, w, W, the fp64
+** reference (fused_ref.h), the weights rotated over copies: each copy holds
+** the [N or 2N, K] weight block (Wg = W, Wu = W + N*K) and the norm weight
+** w; x stays put. y has guard zones and is poisoned before each check.
+** Baselines: 0 "unfused", the runtime's own unfused sequence over the
+** tuner's cache (the op's atk call on an ATK_UNFUSED context: atk_rmsnorm /
+** atk_gemma_rmsnorm into scratch, atk_gemv, its SiLU-mul), whose components
+** the pipeline tunes first (components.c): the winner rule's yardstick; 1
+** the naive norm (baseline/norm_naive.cu), cublasGemmEx, silu_mul.cu.
+** tests/test_gpu.c runs every candidate of each op on a GPU.
+*/
+#include "fused_ref.h"
+#include "op.h"
+#include "verify.h"
+
+#include "atk.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The baseline kernels: templates/baseline/<name>.cu, entry point <name>. */
+enum { B_NAIVE, B_SILU, NB };
+static const char *const bname[NB] = {"norm_naive", "silu_mul"};
+static const char *const btemplate[NB] = {"baseline/norm_naive.cu", "baseline/silu_mul.cu"};
+/* extra_templates (hashed into the key): those each op compiles */
+static const char *const tpl_norm[] = {"baseline/norm_naive.cu", NULL};
+static const char *const tpl_swiglu[] = {"baseline/silu_mul.cu", NULL};
+static const char *const tpl_both[] = {"baseline/norm_naive.cu", "baseline/silu_mul.cu", NULL};
+
+#define NAIVE_THREADS 256u /* norm_naive.cu: one 256-thread block per row */
+
+typedef struct fused {
+    int norm, swiglu; /* TP_NORM (0, 1 rmsnorm, 2 Gemma), TP_SWIGLU */
+    int atk_op;       /* ATK_OP_RMSNORM_GEMV ... */
+    at_dtype dtype;
+    int64_t M, K, N, rows; /* rows of the weight block: N, 2N with SwiGLU */
+    float eps;
+    at_templates *tpl;
+    const char *cubin_dir, *db_path;
+    int arch, threads, device;
+    at_gpu *g;
+    atk_ctx *rt; /* baseline 0: the runtime over the tuner's cache */
+    int copies;
+    size_t wbytes, nwoff, stride; /* one copy: weights, then w at nwoff; copies stride apart */
+    CUdeviceptr x, base;          /* base: every copy */
+    CUdeviceptr scratch, xn, gu;  /* the unfused sequences' xn (M x K) and g|u (M x 2N), in scratch */
+    at_guarded yg;                /* y with its guard zones */
+    uint16_t *hx, *hw, *hW, *hy;
+    double *ref;
+    at_compile_job jobs[NB];
+    CUmodule mod[NB];
+    CUfunction fn[NB];
+} fused;
+
+static const char *norm_op_name(int norm)
+{
+    return norm == AT_FUSED_NORM_GEMMA ? "gemma_rmsnorm" : "rmsnorm";
+}
+
+static size_t round256(size_t n)
+{
+    return (n + 255) / 256 * 256;
+}
+
+/* Every candidate must build this op: TP_NORM and TP_SWIGLU as the op's,
+** no TP_ADD (a kernel of another op would fail every check, or worse, pass
+** some). */
+static int check_spec(const fused *s, const at_op_env *env)
+{
+    at_candidate *c = NULL;
+    int n = 0, rc;
+    if ((rc = at_spec_expand(env->spec, env->pb, &c, &n)) != AT_OK)
+        return rc;
+    for (int i = 0; i < n && rc == AT_OK; i++) {
+        int64_t nm = at_candidate_param(&c[i], "TP_NORM", 0), sw = at_candidate_param(&c[i], "TP_SWIGLU", 0);
+        if (nm != s->norm || sw != s->swiglu)
+            rc = at_fail(AT_ERR_SPEC,
+                         "%s: candidate %d of %s has TP_NORM=%lld TP_SWIGLU=%lld, but %s is TP_NORM=%d "
+                         "TP_SWIGLU=%d (the spec must set them for this op)",
+                         env->o->spec_path, i, env->o->op, (long long)nm, (long long)sw, env->o->op, s->norm,
+                         s->swiglu);
+        else if (at_candidate_param(&c[i], "TP_ADD", 0) != 0)
+            rc = at_fail(AT_ERR_SPEC, "%s: candidate %d of %s has TP_ADD=1 (no fused op adds a residual)",
+                         env->o->spec_path, i, env->o->op);
+    }
+    free(c);
+    return rc;
+}
+
+static int open_op(const at_op_env *env, at_search_result *res, void **state, int norm, int swiglu)
+{
+    const at_search_opts *o = env->o;
+    double eps = o->eps == 0.0 ? 1e-6 : o->eps;
+    int64_t rows = swiglu ? 2 * o->shape.N : o->shape.N;
+    fused *s;
+    int rc;
+    if (norm && (!(eps > 0.0 && eps <= 1.0) || !((float)eps > 0.0f)))
+        return at_fail(AT_ERR_USAGE, "eps %g: must be a number in (0, 1]", eps);
+    if (!norm && o->eps != 0.0)
+        return at_fail(AT_ERR_USAGE, "--eps applies to the ops with a norm, not %s", o->op);
+    if (o->shape.M > INT_MAX || o->shape.K > INT_MAX || rows > INT_MAX)
+        return at_fail(AT_ERR_USAGE, "shape too large: M, K and %s must fit an int", swiglu ? "2N" : "N");
+    if (!(s = calloc(1, sizeof *s)))
+        return at_fail(AT_ERR_NOMEM, "out of memory");
+    *state = s;
+    s->norm = norm;
+    s->swiglu = swiglu;
+    s->atk_op = swiglu ? (norm == AT_FUSED_NORM_NONE    ? ATK_OP_GEMV_SWIGLU
+                          : norm == AT_FUSED_NORM_RMS ? ATK_OP_RMSNORM_GEMV_SWIGLU
+                                                      : ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU)
+                       : norm == AT_FUSED_NORM_RMS ? ATK_OP_RMSNORM_GEMV
+                                                   : ATK_OP_GEMMA_RMSNORM_GEMV;
+    s->dtype = o->dtype;
+    s->M = o->shape.M;
+    s->K = o->shape.K;
+    s->N = o->shape.N;
+    s->rows = rows;
+    s->eps = norm ? (float)eps : 0.0f;
+    s->tpl = env->tpl;
+    s->cubin_dir = env->cubin_dir;
+    s->db_path = o->db_path;
+    s->arch = env->pb->arch;
+    s->threads = o->threads;
+    s->device = o->device;
+    s->wbytes = (size_t)(rows * s->K) * 2;
+    s->nwoff = round256(s->wbytes);
+    s->stride = norm ? round256(s->nwoff + (size_t)s->K * 2) : s->nwoff;
+    res->eps = (double)s->eps;
+    if ((rc = check_spec(s, env)) != AT_OK)
+        return rc;
+
+    /* baseline 0's what says its steps; search.c adds which were tuned */
+    char steps[96];
+    if (norm)
+        snprintf(steps, sizeof steps, "atk unfused: %s + gemv%s", norm_op_name(norm), swiglu ? " 2N + silu_mul" : "");
+    else
+        snprintf(steps, sizeof steps, "atk unfused: gemv 2N + silu_mul");
+    res->nbaselines = 2;
+    at_search_baseline *b = &res->baselines[0];
+    snprintf(b->strategy, sizeof b->strategy, "unfused");
+    snprintf(b->label, sizeof b->label, "unfused");
+    snprintf(b->what, sizeof b->what, "%s", steps);
+    snprintf(b->json_name, sizeof b->json_name, "atk_unfused");
+    b = &res->baselines[1];
+    snprintf(b->strategy, sizeof b->strategy, "cublas");
+    snprintf(b->label, sizeof b->label, "%s", norm && swiglu ? "naive+cuBLAS+silu" : norm ? "naive+cuBLAS" : "cuBLAS+silu");
+    snprintf(b->what, sizeof b->what, "%s%scublasGemmEx%s", norm ? "norm_naive " : "", norm ? "+ " : "",
+             swiglu ? " 2N + silu_mul" : "");
+    snprintf(b->json_name, sizeof b->json_name, "%s", norm && swiglu ? "norm_naive+cublasGemmEx+silu_mul"
+                                                     : norm          ? "norm_naive+cublasGemmEx"
+                                                                     : "cublasGemmEx+silu_mul");
+    return AT_OK;
+}
+
+#define OPEN_FN(fn, norm, swiglu)                                                                  \
+    static int fn(const at_op_env *env, at_search_result *res, void **state)                       \
+    {                                                                                              \
+        return open_op(env, res, state, norm, swiglu);                                             \
+    }
+OPEN_FN(open_rmsnorm_gemv, AT_FUSED_NORM_RMS, 0)
+OPEN_FN(open_gemma_rmsnorm_gemv, AT_FUSED_NORM_GEMMA, 0)
+OPEN_FN(open_gemv_swiglu, AT_FUSED_NORM_NONE, 1)
+OPEN_FN(open_rmsnorm_gemv_swiglu, AT_FUSED_NORM_RMS, 1)
+OPEN_FN(open_gemma_rmsnorm_gemv_swiglu, AT_FUSED_NORM_GEMMA, 1)
+
+/* The components of baseline 0: the norm at T = M, H = K, and the GEMV at
+** M x K x N (SwiGLU: 2N, one GEMV over the concatenated weight). */
+static int components(const at_search_opts *o, int norm, int swiglu, at_op_component *out, int max)
+{
+    int n = 0;
+    if (norm && n < max)
+        out[n++] = (at_op_component){.op = norm_op_name(norm), .shape = {.rank = 2, .M = o->shape.M, .K = o->shape.K}};
+    if (n < max)
+        out[n++] = (at_op_component){
+            .op = "gemv",
+            .shape = {.rank = 3, .M = o->shape.M, .K = o->shape.K, .N = swiglu ? 2 * o->shape.N : o->shape.N}};
+    return n;
+}
+
+#define COMPONENTS_FN(fn, norm, swiglu)                                                            \
+    static int fn(const at_search_opts *o, at_op_component *out, int max)                          \
+    {                                                                                              \
+        return components(o, norm, swiglu, out, max);                                              \
+    }
+COMPONENTS_FN(comp_rmsnorm_gemv, AT_FUSED_NORM_RMS, 0)
+COMPONENTS_FN(comp_gemma_rmsnorm_gemv, AT_FUSED_NORM_GEMMA, 0)
+COMPONENTS_FN(comp_gemv_swiglu, AT_FUSED_NORM_NONE, 1)
+COMPONENTS_FN(comp_rmsnorm_gemv_swiglu, AT_FUSED_NORM_RMS, 1)
+COMPONENTS_FN(comp_gemma_rmsnorm_gemv_swiglu, AT_FUSED_NORM_GEMMA, 1)
+
+static void fused_key_options(void *state, char *buf, size_t len)
+{
+    (void)state; /* TP_NORM / TP_SWIGLU are the candidates' params; the op is in the key */
+    if (len)
+        buf[0] = '\0';
+}
+
+static size_t fused_copy_bytes(void *state)
+{
+    fused *s = state;
+    return s->stride;
+}
+
+static int fused_setup(void *state, at_gpu *g, int copies)
+{
+    fused *s = state;
+    int64_t M = s->M, K = s->K, N = s->N;
+    uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    /* one scratch for both unfused baselines: the runtime's (baseline 0,
+    ** atk_fused_scratch_bytes) and baseline 1's xn, then g|u, 256-aligned */
+    size_t xnbytes = s->norm ? round256((size_t)(M * K) * 2) : 0;
+    size_t gubytes = s->swiglu ? round256((size_t)(M * 2 * N) * 2) : 0;
+    size_t sbytes = atk_fused_scratch_bytes(s->atk_op, s->dtype == AT_FP16 ? ATK_FP16 : ATK_BF16, M, K, N);
+    if (sbytes < xnbytes + gubytes)
+        sbytes = xnbytes + gubytes;
+    int rc;
+
+    s->g = g;
+    s->copies = copies;
+    /* the baselines' own kernels: the naive norm, the SiLU-mul */
+    at_compile_job list[NB];
+    const char *entries[NB];
+    CUmodule mods[NB] = {0};
+    CUfunction fns[NB] = {0};
+    int idx[NB], n = 0;
+    for (int b = 0; b < NB; b++) {
+        if (b == B_NAIVE ? !s->norm : !s->swiglu)
+            continue;
+        list[n] = (at_compile_job){.name = btemplate[b]};
+        if (b == B_NAIVE) /* rmsnorm (0) or gemma_rmsnorm (2), w in the element dtype */
+            snprintf(list[n].options, sizeof list[n].options, "-DTP_OP=%d -DTP_WFP32=0",
+                     s->norm == AT_FUSED_NORM_GEMMA ? 2 : 0);
+        entries[n] = bname[b];
+        idx[n++] = b;
+    }
+    rc = at_op_compile_load(g, s->tpl, s->arch, s->dtype, s->cubin_dir, s->threads, list, entries, n, mods, fns);
+    for (int k = 0; k < n; k++) {
+        s->jobs[idx[k]] = list[k];
+        s->mod[idx[k]] = mods[k];
+        s->fn[idx[k]] = fns[k];
+    }
+    if (rc != AT_OK)
+        return rc;
+    /* baseline 0: the runtime library over the tuner's cache, fused entries
+    ** left out (ATK_UNFUSED): the fused calls run the unfused sequence */
+    if (!s->db_path)
+        return at_fail(AT_ERR_USAGE, "%s needs the cache: its unfused baseline runs the runtime over it",
+                       s->swiglu ? "a SwiGLU op" : "a fused norm op");
+    if (atk_open(s->db_path, s->device, ATK_UNFUSED, &s->rt) != ATK_OK)
+        return at_fail(AT_ERR_CUDA, "atk_open %s: %s", s->db_path, atk_errmsg(NULL));
+
+    s->hx = malloc((size_t)(M * K) * 2);
+    s->hw = malloc((size_t)K * 2);
+    s->hW = malloc(s->wbytes);
+    s->hy = malloc((size_t)(M * N) * 2);
+    s->ref = malloc((size_t)(M * N) * sizeof(double));
+    if (!s->hx || !s->hw || !s->hW || !s->hy || !s->ref)
+        return at_fail(AT_ERR_NOMEM, "out of host memory for %lld x %lld weights", (long long)s->rows, (long long)K);
+    /* fresh random inputs each run, never zeros */
+    at_fill_random(s->dtype, s->hx, (size_t)(M * K), seed, 1.0f);
+    at_fill_random(s->dtype, s->hW, (size_t)(s->rows * K), seed * 31 + 7, 1.0f);
+    at_fill_random(s->dtype, s->hw, (size_t)K, seed * 17 + 3, 1.0f);
+    if ((rc = at_fused_ref_run(s->norm, s->swiglu, s->dtype, M, K, N, s->hx, s->hw, s->hW, s->eps, s->ref)) !=
+        AT_OK)
+        return rc;
+
+    if ((rc = at_gpu_alloc(g, &s->x, (size_t)(M * K) * 2)) != AT_OK ||
+        (rc = at_guarded_alloc(g, &s->yg, (size_t)(M * N) * 2)) != AT_OK ||
+        (rc = at_gpu_alloc(g, &s->scratch, sbytes)) != AT_OK ||
+        (rc = at_gpu_alloc(g, &s->base, s->stride * (size_t)copies)) != AT_OK ||
+        (rc = at_gpu_check(g, g->cu.cuMemcpyHtoDAsync_(s->x, s->hx, (size_t)(M * K) * 2, g->stream),
+                           "cuMemcpyHtoDAsync")) != AT_OK ||
+        (rc = at_gpu_check(g, g->cu.cuMemcpyHtoDAsync_(s->base, s->hW, s->wbytes, g->stream), "cuMemcpyHtoDAsync")) !=
+            AT_OK ||
+        (s->norm && (rc = at_gpu_check(g, g->cu.cuMemcpyHtoDAsync_(s->base + s->nwoff, s->hw, (size_t)K * 2, g->stream),
+                                       "cuMemcpyHtoDAsync")) != AT_OK) ||
+        (rc = at_op_replicate(g, s->base, s->stride, copies)) != AT_OK ||
+        /* y: defined bytes (timing never reads it; checks poison it) */
+        (rc = at_gpu_check(g, g->cu.cuMemsetD8Async_(s->yg.p, 0, (size_t)(M * N) * 2, g->stream),
+                           "cuMemsetD8Async")) != AT_OK)
+        return rc;
+    s->xn = s->scratch;
+    s->gu = s->scratch + xnbytes;
+    return at_gpu_check(g, g->cu.cuStreamSynchronize_(g->stream), "cuStreamSynchronize");
+}
+
+/* The SiLU-mul kernel over g|u into y (grid ceil(M*N / 1024)). */
+static int enqueue_silu(fused *s, CUdeviceptr y)
+{
+    long long n = (long long)(s->M * s->N);
+    int N = (int)s->N;
+    at_op_kernel k = {.fn = s->fn[B_SILU],
+                      .grid = {(unsigned)((n + AT_ELTWISE_PER_BLOCK - 1) / AT_ELTWISE_PER_BLOCK), 1, 1},
+                      .block = {AT_ELTWISE_THREADS, 1, 1}};
+    void *args[] = {&s->gu, &y, &n, &N};
+    return at_op_launch(s->g, &k, args);
+}
+
+/* Baseline 0: the op's own atk call on a context opened with ATK_UNFUSED:
+** no fused entry loads, so the call runs the runtime's unfused sequence
+** (atk_rmsnorm / atk_gemma_rmsnorm into scratch, atk_gemv over N, or once
+** over 2N since Wu = Wg + N*K, then its SiLU-mul kernel), each step the
+** kernel the cache holds for it (or the runtime's fallback): exactly what
+** the runtime serves when "unfused" is the stored answer. */
+static int enqueue_unfused(fused *s, CUdeviceptr W, CUdeviceptr Wu, CUdeviceptr nw, CUdeviceptr y)
+{
+    atk_stream st = (atk_stream)s->g->stream;
+    int dt = s->dtype == AT_FP16 ? ATK_FP16 : ATK_BF16, rc;
+    const void *x = (const void *)s->x, *w = (const void *)nw, *wg = (const void *)W, *wu = (const void *)Wu;
+    void *out = (void *)y, *sc = (void *)s->scratch;
+    int64_t M = s->M, K = s->K, N = s->N;
+    switch (s->atk_op) {
+    case ATK_OP_RMSNORM_GEMV:
+        rc = atk_rmsnorm_gemv(s->rt, st, dt, M, K, N, x, w, wg, out, s->eps, sc);
+        break;
+    case ATK_OP_GEMMA_RMSNORM_GEMV:
+        rc = atk_gemma_rmsnorm_gemv(s->rt, st, dt, M, K, N, x, w, wg, out, s->eps, sc);
+        break;
+    case ATK_OP_GEMV_SWIGLU:
+        rc = atk_gemv_swiglu(s->rt, st, dt, M, K, N, x, wg, wu, out, sc);
+        break;
+    case ATK_OP_RMSNORM_GEMV_SWIGLU:
+        rc = atk_rmsnorm_gemv_swiglu(s->rt, st, dt, M, K, N, x, w, wg, wu, out, s->eps, sc);
+        break;
+    default:
+        rc = atk_gemma_rmsnorm_gemv_swiglu(s->rt, st, dt, M, K, N, x, w, wg, wu, out, s->eps, sc);
+        break;
+    }
+    if (rc == ATK_OK)
+        return AT_OK;
+    return at_fail(rc == ATK_ERR_CUDA_STICKY ? AT_ERR_CUDA_STICKY : rc == ATK_ERR_USAGE ? AT_ERR_USAGE : AT_ERR_CUDA,
+                   "atk: %s: %s", atk_op_name(s->atk_op), atk_errmsg(s->rt));
+}
+
+/* Baseline 1: the naive norm kernel, cublasGemmEx, the SiLU-mul kernel. */
+static int enqueue_naive(fused *s, CUdeviceptr W, CUdeviceptr nw, CUdeviceptr y)
+{
+    at_gpu *g = s->g;
+    CUdeviceptr in = s->x, out = s->swiglu ? s->gu : y;
+    int rc;
+    if (s->norm) {
+        CUdeviceptr none = 0; /* norm_naive's residual: unused by TP_OP 0 and 2 */
+        int T = (int)s->M, H = (int)s->K;
+        void *args[] = {&s->x, &none, &nw, &s->xn, &T, &H, &s->eps};
+        at_op_kernel k = {.fn = s->fn[B_NAIVE], .grid = {(unsigned)T, 1, 1}, .block = {NAIVE_THREADS, 1, 1}};
+        if ((rc = at_op_launch(g, &k, args)) != AT_OK)
+            return rc;
+        in = s->xn;
+    }
+    /* column-major: out^T[rows,M] = W[rows,K] . in^T[K,M] (see op_gemv.c) */
+    const float one = 1.0f, zero = 0.0f;
+    cudaDataType t = s->dtype == AT_FP16 ? CUDA_R_16F : CUDA_R_16BF;
+    int R = (int)s->rows, M = (int)s->M, K = (int)s->K;
+    if ((rc = at_gpu_check_blas(cublasGemmEx(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, R, M, K, &one, (const void *)W, t, K,
+                                             (const void *)in, t, K, &zero, (void *)out, t, R, CUBLAS_COMPUTE_32F,
+                                             CUBLAS_GEMM_DEFAULT),
+                                "cublasGemmEx")) != AT_OK ||
+        !s->swiglu)
+        return rc;
+    return enqueue_silu(s, y);
+}
+
+/* Copy `copy`'s weights, Wu and norm weight, then c on them into y. */
+static int enqueue_on(fused *s, const at_contestant *c, int copy, CUdeviceptr y)
+{
+    CUdeviceptr W = s->base + (CUdeviceptr)(s->stride * (size_t)copy);
+    CUdeviceptr Wu = s->swiglu ? W + (CUdeviceptr)((size_t)(s->N * s->K) * 2) : 0;
+    CUdeviceptr nw = s->norm ? W + (CUdeviceptr)s->nwoff : 0; /* 0: a kernel that reads it faults */
+    if (c->call) {
+        at_op_call_args a = {.x = s->x, .W = W, .y = y, .M = s->M, .K = s->K, .N = s->N, .eps = s->eps,
+                             .Wu = Wu, .nw = nw, .scratch = s->scratch};
+        return c->call(c->call_arg, &a);
+    }
+    if (c->baseline == 0)
+        return enqueue_unfused(s, W, Wu, nw, y);
+    if (c->baseline == 1)
+        return enqueue_naive(s, W, nw, y);
+    /* [FUSED_ARGS] the nine parameters of every fused kernel, whatever the op */
+    int M = (int)s->M, K = (int)s->K, N = (int)s->N;
+    float eps = s->eps;
+    void *args[] = {&s->x, &W, &y, &M, &K, &N, &Wu, &nw, &eps};
+    return at_op_launch(s->g, &c->kernel, args);
+}
+
+static int fused_enqueue(void *state, const at_contestant *c, int copy)
+{
+    fused *s = state;
+    return enqueue_on(s, c, copy, s->yg.p);
+}
+
+/* Runs c once on copy 0 with y poisoned (0xFFFF: NaN in bf16 and fp16, so
+** an unwritten output fails) and its guard zones armed; compares with the
+** reference. */
+static int fused_check(void *state, const at_contestant *c, at_op_check *out)
+{
+    fused *s = state;
+    at_gpu *g = s->g;
+    size_t n = (size_t)(s->M * s->N);
+    double tol = at_dtype_tolerance(s->dtype);
+    int rc;
+    memset(out, 0, sizeof *out);
+    if ((rc = at_gpu_check(g, g->cu.cuMemsetD16Async_(s->yg.p, 0xFFFF, n, g->stream), "cuMemsetD16Async")) != AT_OK ||
+        (rc = at_guarded_arm(g, &s->yg)) != AT_OK || (rc = enqueue_on(s, c, 0, s->yg.p)) != AT_OK ||
+        (rc = at_gpu_check(g, g->cu.cuStreamSynchronize_(g->stream), "kernel run")) != AT_OK ||
+        (rc = at_gpu_check(g, g->cu.cuMemcpyDtoHAsync_(s->hy, s->yg.p, n * 2, g->stream), "cuMemcpyDtoHAsync")) !=
+            AT_OK ||
+        (rc = at_guarded_fetch(g, &s->yg)) != AT_OK ||
+        (rc = at_gpu_check(g, g->cu.cuStreamSynchronize_(g->stream), "cuStreamSynchronize")) != AT_OK)
+        return rc;
+    out->wrong = at_guarded_verdict(&s->yg, "output", out->reason, sizeof out->reason);
+    out->err = at_rel_err(s->dtype, s->hy, s->ref, n, &out->nonfinite);
+    if (out->nonfinite || !(out->err <= tol)) {
+        size_t len = strlen(out->reason);
+        out->wrong = 1;
+        if (out->nonfinite)
+            snprintf(out->reason + len, sizeof out->reason - len, "%s%zu outputs NaN/Inf (unwritten or overflow)",
+                     len ? "; " : "", out->nonfinite);
+        else
+            snprintf(out->reason + len, sizeof out->reason - len, "%srel. error %.3g > %.0e", len ? "; " : "",
+                     out->err, tol);
+    }
+    return AT_OK;
+}
+
+/* The stored answer when no fused kernel beats baseline 0: "unfused", which
+** the runtime serves with its own unfused sequence. [FUSED_UNFUSED] */
+static int fused_baseline_winner(void *state, at_winner *w)
+{
+    (void)state;
+    snprintf(w->strategy, sizeof w->strategy, "unfused");
+    snprintf(w->params, sizeof w->params, "atk unfused sequence");
+    return AT_OK;
+}
+
+static void fused_close(void *state)
+{
+    fused *s = state;
+    if (!s)
+        return;
+    atk_close(s->rt);
+    if (s->g) {
+        for (int b = 0; b < NB; b++)
+            if (s->mod[b])
+                s->g->cu.cuModuleUnload_(s->mod[b]);
+        at_gpu_free(s->g, s->x);
+        at_gpu_free(s->g, s->base);
+        at_gpu_free(s->g, s->scratch);
+    }
+    at_guarded_free(s->g, &s->yg); /* without a GPU: the host copy only */
+    for (int b = 0; b < NB; b++)
+        at_compile_job_clear(&s->jobs[b]);
+    free(s->hx);
+    free(s->hw);
+    free(s->hW);
+    free(s->hy);
+    free(s->ref);
+    free(s);
+}
+
+#define FUSED_OP(var, opname, openfn, compfn, extra, eps)                                          \
+    const at_op var = {                                                                            \
+        .name = opname,                                                                            \
+        .rank = 3,                                                                                 \
+        .shape_form = "MxKxN",                                                                     \
+        .max_copies = 4096,                                                                        \
+        .copy_what = "weights",                                                                    \
+        .extra_templates = extra,                                                                  \
+        .check_baselines = 1, /* the runtime's sequence and ours, within the gate */               \
+        .takes_eps = eps,                                                                          \
+        .components = compfn,                                                                      \
+        .open = openfn,                                                                            \
+        .key_options = fused_key_options,                                                          \
+        .copy_bytes = fused_copy_bytes,                                                            \
+        .setup = fused_setup,                                                                      \
+        .check = fused_check,                                                                      \
+        .enqueue = fused_enqueue,                                                                  \
+        .baseline_winner = fused_baseline_winner,                                                  \
+        .close = fused_close,                                                                      \
+    }
+
+FUSED_OP(at_op_rmsnorm_gemv, "rmsnorm_gemv", open_rmsnorm_gemv, comp_rmsnorm_gemv, tpl_norm, 1);
+FUSED_OP(at_op_gemma_rmsnorm_gemv, "gemma_rmsnorm_gemv", open_gemma_rmsnorm_gemv, comp_gemma_rmsnorm_gemv, tpl_norm,
+         1);
+FUSED_OP(at_op_gemv_swiglu, "gemv_swiglu", open_gemv_swiglu, comp_gemv_swiglu, tpl_swiglu, 0);
+FUSED_OP(at_op_rmsnorm_gemv_swiglu, "rmsnorm_gemv_swiglu", open_rmsnorm_gemv_swiglu, comp_rmsnorm_gemv_swiglu,
+         tpl_both, 1);
+FUSED_OP(at_op_gemma_rmsnorm_gemv_swiglu, "gemma_rmsnorm_gemv_swiglu", open_gemma_rmsnorm_gemv_swiglu,
+         comp_gemma_rmsnorm_gemv_swiglu, tpl_both, 1);
