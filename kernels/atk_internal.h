@@ -233,7 +233,7 @@ struct atk_ctx {
     CUmodule naive_mod[ATK_NOPS][2];
     CUfunction naive_fn[ATK_NOPS][2]; /* [op][dtype-1]; the GEMV ops' unused */
     CUmodule silu_mod[2];
-    CUfunction silu_fn[2]; /* [dtype-1]: the fused ops' unfused SiLU-mul (atk_silu_mul.cu) */
+    CUfunction silu_fn[2]; /* [dtype-1]: the fused ops' unfused SiLU-mul (templates/baseline/silu_mul.cu) */
     atk_blas blas[ATK_BLAS_HANDLES];
     atk_counters count[ATK_NOPS];
     char *report;

@@ -15,7 +15,7 @@
 /* Generated at build time from templates/baseline/norm_naive.cu (see
 ** kernels/CMakeLists.txt): [TP_OP][TP_DTYPE-1], sm_80..sm_90 + PTX. */
 extern const unsigned char *const atk__naive_fatbin[4][2];
-/* The same from kernels/atk_silu_mul.cu: [TP_DTYPE-1]. */
+/* The same from templates/baseline/silu_mul.cu: [TP_DTYPE-1]. */
 extern const unsigned char *const atk__silu_fatbin[2];
 
 static char *slurp(const char *path)

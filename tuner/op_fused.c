@@ -294,15 +294,16 @@ static int fused_setup(void *state, at_gpu *g, int copies)
     return at_gpu_check(g, g->cu.cuStreamSynchronize_(g->stream), "cuStreamSynchronize");
 }
 
-/* The SiLU-mul kernel over g|u into y (grid ceil(M*N / 1024)). */
+/* The SiLU-mul kernel over g|u (M rows of 2N) into y, launched as the
+** runtime launches it (templates/baseline/silu_mul.cu). */
 static int enqueue_silu(fused *s, CUdeviceptr y)
 {
-    long long n = (long long)(s->M * s->N);
-    int N = (int)s->N;
+    int M = (int)s->M, N = (int)s->N, ld = 2 * N;
+    CUdeviceptr u = s->gu + (CUdeviceptr)N * 2;
     at_op_kernel k = {.fn = s->fn[B_SILU],
-                      .grid = {(unsigned)((n + AT_ELTWISE_PER_BLOCK - 1) / AT_ELTWISE_PER_BLOCK), 1, 1},
-                      .block = {AT_ELTWISE_THREADS, 1, 1}};
-    void *args[] = {&s->gu, &y, &n, &N};
+                      .grid = {(unsigned)((N + 255) / 256), (unsigned)(M < 65535 ? M : 65535), 1},
+                      .block = {256, 1, 1}};
+    void *args[] = {&s->gu, &u, &y, &M, &N, &ld};
     return at_op_launch(s->g, &k, args);
 }
 
