@@ -185,6 +185,7 @@ typedef struct vctx {
     at_spec *spec[ATK_NOPS];
     at_templates *tpl;
     const char *home;
+    const char *db; /* the cache path: the fused ops' unfused baseline opens the runtime on it */
     int reps;
     int json;
     int cells, kept, fallback, overridden, wrong, harness;
@@ -238,7 +239,7 @@ static int one_cell(vctx *v, const shape_group *sg, int M, at_validation *row)
 {
     int opi = op_index(sg->op), atk_dtype = sg->dtype == AT_FP16 ? ATK_FP16 : ATK_BF16, rc;
     const at_op *op = at_op_find(sg->op);
-    at_search_opts o = {.op = sg->op, .dtype = sg->dtype, .reps = v->reps, .threads = 0};
+    at_search_opts o = {.op = sg->op, .dtype = sg->dtype, .reps = v->reps, .threads = 0, .db_path = v->db};
     at_search_result res;
     void *state = NULL;
     atk_choice ch;
@@ -565,6 +566,7 @@ int at_validate_main(int argc, char **argv, const char *home)
         goto done;
     }
     v.reps = reps;
+    v.db = db;
     v.json = json;
     signal(SIGINT, on_sigint);
 
