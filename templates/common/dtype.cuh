@@ -63,9 +63,6 @@ __device__ __forceinline__ at_elem at_from_float(float f)
 ** plain store, byte for byte the PTX it was before TP_ADD existed. */
 #if TP_ADD
 #define AT_STORE_OUT(dst, acc) ((dst) = at_from_float(at_to_float(dst) + at_to_float(at_from_float(acc))))
-/* The same with the residual's value r read earlier (right after the PDL
-** wait, off the kernel's tail) by the thread that stores it. */
-#define AT_STORE_OUT_R(dst, acc, r) ((dst) = at_from_float((r) + at_to_float(at_from_float(acc))))
 #else
 #define AT_STORE_OUT(dst, acc) ((dst) = at_from_float(acc))
 #endif

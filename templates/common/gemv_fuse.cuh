@@ -111,13 +111,6 @@ __device__ __forceinline__ void at_norm_rstd(const at_elem *const (&xr)[T], int 
     __syncthreads();
 }
 
-/* Brings the norm weight (K elements, 128-byte lines) into this SM's L1
-** before the PDL wait: it depends on no earlier kernel, and the first x
-** loads after the sum of squares then find it there. */
-#define AT_NORM_PREFETCH(K, nthreads)                                                                              \
-    for (int pf = (int)threadIdx.x * 64; pf < (K); pf += (nthreads) * 64)                                          \
-    asm volatile("prefetch.global.L1 [%0];" ::"l"(nw + pf))
-
 /* The normalized, rounded vector: rne((x * r) * w) per element (Gemma:
 ** (1 + w)), exactly as the norm kernels round their output. */
 __device__ __forceinline__ at_vec at_norm_vec(const at_vec &x, const at_vec &w, float r)
@@ -147,7 +140,6 @@ __device__ __forceinline__ at_vec at_norm_vec(const at_vec &x, const at_vec &w, 
 #define AT_LOAD_X(p, k, r) at_norm_vec(at_load_x(p), at_load_x(nw + (k)), (r))
 #else
 #define AT_LOAD_X(p, k, r) at_load_x(p)
-#define AT_NORM_PREFETCH(K, nthreads) ((void)0)
 #endif
 
 #endif

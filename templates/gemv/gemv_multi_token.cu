@@ -102,9 +102,6 @@ gemv_multi_token(const at_elem *__restrict__ x, const at_elem *__restrict__ W, a
         _Pragma("unroll") for (int u = 0; u < TP_UNROLL; u++) wv[r][u] = at_load_w(wr[r] + k + u * step, pol)
     if (live && k < kmain) /* weights depend on no earlier kernel: start streaming them now */
         LOAD_W_CHUNK();
-#if TP_NORM
-    AT_NORM_PREFETCH(K, TP_WARPS * 32);
-#endif
     at_pdl_wait();
     at_pdl_trigger();
 #if TP_NORM

@@ -70,9 +70,6 @@ gemv_warp_row(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
         _Pragma("unroll") for (int u = 0; u < TP_UNROLL; u++) wv[r][u] = at_load_w(wr[r] + k + u * step, pol)
     if (row0 < N && k < kmain) /* weights depend on no earlier kernel: start streaming them now */
         LOAD_W_CHUNK();
-#if TP_NORM
-    AT_NORM_PREFETCH(K, TP_WARPS * 32);
-#endif
     at_pdl_wait();
     at_pdl_trigger();
 #if TP_NORM
@@ -88,12 +85,6 @@ gemv_warp_row(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
     const float rstd = 0.0f;
 #endif
     (void)rstd;
-#if TP_ADD
-    /* the residual lane r will update (r < TP_ROWS), read now rather than after the sums */
-    float rres = 0.0f;
-    if (lane < TP_ROWS && row0 + lane < N)
-        rres = at_to_float(y[(long long)blockIdx.y * N + row0 + lane]);
-#endif
     while (k < kmain) {
         at_vec xv[TP_UNROLL];
 #pragma unroll
@@ -122,12 +113,7 @@ gemv_warp_row(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
 #if TP_SWIGLU
         float su = at_warp_sum(acc[TP_ROWS + r]);
 #endif
-        if (lane == r % 32 && row0 + r < N) {
-#if TP_ADD
-            AT_STORE_OUT_R(y[(long long)blockIdx.y * N + row0 + r], s, rres);
-#else
+        if (lane == r % 32 && row0 + r < N)
             AT_STORE_FUSED(y[(long long)blockIdx.y * N + row0 + r], s, su);
-#endif
-        }
     }
 }
