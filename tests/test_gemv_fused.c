@@ -17,42 +17,16 @@
 */
 #include "autotune.h"
 #include "tinytest.h"
+#include "distinct_kernels.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    int strategy;
-    char options[512]; /* as compiled */
-    char folded[512];  /* the folded parameters' values blanked: the dedup key */
-} distinct_cand;
-
-/* options with the values of the folded parameters replaced by '*'. */
-static void fold(const char *options, char *out, size_t n)
-{
-    static const char *const folded[] = {"TP_CACHE", "TP_UNROLL", "TP_STAGES", "TP_PRE", "TP_XK",
-                                         "TP_KC",    "TP_DEPTH",  "TP_PDL",    "TP_L2PF", "TP_NORM"};
-    size_t used = 0;
-    out[0] = '\0';
-    for (const char *p = options; *p && used + 1 < n;) {
-        const char *end = strchr(p, ' '), *eq;
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        char tok[128];
-        snprintf(tok, sizeof tok, "%.*s", (int)len, p);
-        if (!strncmp(tok, "-D", 2) && (eq = strchr(tok, '=')) != NULL)
-            for (size_t i = 0; i < sizeof folded / sizeof folded[0]; i++)
-                if ((size_t)(eq - tok - 2) == strlen(folded[i]) && !strncmp(tok + 2, folded[i], strlen(folded[i])))
-                    snprintf(tok + (eq - tok) + 1, sizeof tok - (size_t)(eq - tok) - 1, "*");
-        int w = snprintf(out + used, n - used, "%s%s", used ? " " : "", tok);
-        if (w < 0)
-            break;
-        used += (size_t)w;
-        p += len;
-        while (*p == ' ')
-            p++;
-    }
-}
+/* The parameters that shape only the weight stream and the main loop, and
+** TP_NORM (Gemma's 1 + w is one add in the same code). */
+static const char *const folded[] = {"TP_CACHE", "TP_UNROLL", "TP_STAGES", "TP_PRE",  "TP_XK", "TP_KC",
+                                     "TP_DEPTH", "TP_PDL",    "TP_L2PF",   "TP_NORM", NULL};
 
 /* Adds op's live candidates at shape for arch to list[*n] unless there. */
 static void add_distinct(const char *op, const char *shape, int arch, distinct_cand *list, int *n, int cap,
@@ -77,12 +51,8 @@ static void add_distinct(const char *op, const char *shape, int arch, distinct_c
             CHECK_STR_HAS(d.options, strstr(op, "gemma") ? "-DTP_NORM=2" : "-DTP_NORM=1");
         if (swiglu)
             CHECK_STR_HAS(d.options, "-DTP_SWIGLU=1");
-        fold(d.options, d.folded, sizeof d.folded);
-        int dup = 0;
-        for (int j = 0; j < *n && !dup; j++)
-            dup = list[j].strategy == d.strategy && strcmp(list[j].folded, d.folded) == 0;
-        if (!dup && *n < cap)
-            list[(*n)++] = d;
+        dk_fold(d.options, folded, d.folded, sizeof d.folded);
+        dk_add(list, n, cap, &d);
     }
     free(c);
     at_spec_free(spec);
@@ -99,7 +69,6 @@ static void compile_for(int arch, at_dtype dtype)
     distinct_cand *list = calloc(CAP, sizeof *list);
     at_spec *spec = NULL;
     at_templates *tpl = NULL;
-    at_compile_job *jobs = NULL;
     int n = 0, nlive = 0, per[8] = {0};
     CHECK(list != NULL);
     CHECK_EQ_INT(at_spec_load_op("search/gemv.lua", "rmsnorm_gemv", &spec), AT_OK); /* template names */
@@ -114,38 +83,13 @@ static void compile_for(int arch, at_dtype dtype)
             add_distinct(ops[o], shapes[i], arch, list, &n, CAP, &nlive);
     }
     CHECK(n > 0 && n < CAP);
-    jobs = calloc((size_t)(n ? n : 1), sizeof *jobs);
-    CHECK(jobs != NULL);
-    if (!jobs)
-        goto done;
-    for (int i = 0; i < n; i++) {
-        const char *name = at_spec_strategy_template(spec, list[i].strategy), *src = NULL;
-        CHECK_EQ_INT(at_templates_source(tpl, name, &src), AT_OK);
-        jobs[i] = (at_compile_job){.tpl = tpl, .name = name, .source = src, .arch = arch, .dtype = dtype};
-        memcpy(jobs[i].options, list[i].options, sizeof jobs[i].options);
-        if (list[i].strategy < 8)
-            per[list[i].strategy]++;
-    }
-    CHECK_EQ_INT(at_nvrtc_compile_all(jobs, n, 0, NULL, NULL), AT_OK);
-    int failed = 0, noregs = 0;
-    double t = 0;
-    for (int i = 0; i < n; i++) {
-        if (!jobs[i].ok && failed++ < 3)
-            fprintf(stderr, "  compile failed: %s %s\n%s\n", jobs[i].name, jobs[i].options,
-                    jobs[i].log ? jobs[i].log : "");
-        noregs += jobs[i].ok && jobs[i].regs <= 0;
-        t += jobs[i].seconds;
-        at_compile_job_clear(&jobs[i]);
-    }
-    CHECK_EQ_INT(failed, 0);
-    CHECK_EQ_INT(noregs, 0);
+    double t = dk_compile(spec, tpl, list, n, arch, dtype, per);
     /* the three CUDA-core strategies are compiled; the mma ones never live */
     CHECK(per[0] > 0 && per[1] > 0 && per[2] > 0);
     CHECK(per[3] == 0 && per[4] == 0);
     printf("  sm_%d %s: %d live, %d distinct kernels compiled (warp_row %d, splitk %d, multi_token %d), %.1f s\n",
            arch, at_dtype_name(dtype), nlive, n, per[0], per[1], per[2], t);
 done:
-    free(jobs);
     free(list);
     at_templates_free(tpl);
     at_spec_free(spec);
