@@ -49,6 +49,7 @@
     X(cuModuleGetFunction) \
     X(cuModuleUnload) \
     X(cuLaunchKernel) \
+    X(cuLaunchKernelEx) \
     X(cuGetErrorName)
 
 typedef struct decode_driver {
@@ -130,6 +131,8 @@ int decode_driver_load(char *err, size_t errlen);
 #define cuModuleUnload decode_cu.cuModuleUnload_
 #undef cuLaunchKernel
 #define cuLaunchKernel decode_cu.cuLaunchKernel_
+#undef cuLaunchKernelEx
+#define cuLaunchKernelEx decode_cu.cuLaunchKernelEx_
 #undef cuGetErrorName
 #define cuGetErrorName decode_cu.cuGetErrorName_
 #endif

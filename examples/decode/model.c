@@ -53,6 +53,7 @@ static int atk_check(int st, atk_ctx *ctx, const char *what)
 ** for the recurrence its own sequence's state. */
 static const char standin_src[] =
     "#include \"common/dtype.cuh\"\n"
+    "#include \"common/pdl.cuh\"\n"
     "extern \"C\" __global__ void fill_random(at_elem *p, unsigned long long n, unsigned seed, float scale,\n"
     "                                        float offset)\n"
     "{\n"
@@ -67,6 +68,8 @@ static const char standin_src[] =
     "/* attention at the first position: one key, softmax = 1, out = v (GQA) * sigmoid(gate) */\n"
     "extern \"C\" __global__ void standin_attn(const at_elem *qkvg, at_elem *out)\n"
     "{\n"
+    "    at_pdl_wait();\n"
+    "    at_pdl_trigger();\n"
     "    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);\n"
     "    if (i >= 2048) return;\n"
     "    qkvg += (long long)blockIdx.y * 5120; out += (long long)blockIdx.y * 2048;\n"
@@ -75,29 +78,56 @@ static const char standin_src[] =
     "    out[i] = at_from_float(v / (1.0f + __expf(-g)));\n"
     "}\n"
     "/* a gated linear recurrence per head (16 heads of 128), state 128x128 fp32:\n"
-    "** S = decay*S + beta*k v^T; out = (q S) * silu(z) */\n"
+    "** S = decay*S + beta*k v^T; out = (q S) * silu(z). Block x = 8h + c: head h,\n"
+    "** columns [16c, 16c+16) of its state; thread 16g + jj: column 16c + jj, rows\n"
+    "** [16g, 16g+16), its 16 loads in flight at once; the 8 row groups' partial\n"
+    "** sums meet in shared memory, added in row order. 128 blocks of 128 threads\n"
+    "** per token: the state (1 MB per layer and token) streams at the memory's\n"
+    "** pace, not one block per head's. */\n"
     "extern \"C\" __global__ void standin_linear(const at_elem *qkvz, const at_elem *ba, float *state, at_elem *out)\n"
     "{\n"
-    "    __shared__ float q[128], k[128];\n"
-    "    const int h = (int)blockIdx.x, j = (int)threadIdx.x;\n"
-    "    const long long t = blockIdx.y;\n"
-    "    qkvz += t * 8192; ba += t * 32; out += t * 2048; state += t * 16 * 128 * 128;\n"
-    "    q[j] = at_to_float(qkvz[h * 128 + j]) * 0.08838835f;\n"
-    "    k[j] = at_to_float(qkvz[2048 + h * 128 + j]) * 0.08838835f;\n"
-    "    __syncthreads();\n"
-    "    float v = at_to_float(qkvz[4096 + h * 128 + j]), z = at_to_float(qkvz[6144 + h * 128 + j]);\n"
+    "    __shared__ float q[128], k[128], part[8][16];\n"
+    "    const int h = (int)blockIdx.x / 8, c = (int)blockIdx.x % 8, t = (int)threadIdx.x;\n"
+    "    const int g = t / 16, j = c * 16 + t % 16;\n"
+    "    const long long tok = blockIdx.y;\n"
+    "    float *S = state + (tok * 16 + h) * 128 * 128;\n"
+    "    /* the block's 128 row segments into L2 before the wait: L2 is where\n"
+    "    ** every SM's writes meet, so a prefetch never reads a stale value */\n"
+    "    asm volatile(\"prefetch.global.L2 [%0];\" ::\"l\"(S + t * 128 + c * 16));\n"
+    "    at_pdl_wait();\n"
+    "    at_pdl_trigger();\n"
+    "    qkvz += tok * 8192; ba += tok * 32; out += tok * 2048;\n"
+    "    q[t] = at_to_float(qkvz[h * 128 + t]) * 0.08838835f;\n"
+    "    k[t] = at_to_float(qkvz[2048 + h * 128 + t]) * 0.08838835f;\n"
+    "    float s[16];\n"
+    "#pragma unroll\n"
+    "    for (int i = 0; i < 16; i++)\n"
+    "        s[i] = S[(g * 16 + i) * 128 + j];\n"
+    "    float v = at_to_float(qkvz[4096 + h * 128 + j]);\n"
     "    float beta = 1.0f / (1.0f + __expf(-at_to_float(ba[h])));\n"
     "    float decay = 1.0f / (1.0f + __expf(-at_to_float(ba[16 + h])));\n"
-    "    float *S = state + (long long)h * 128 * 128, acc = 0.0f;\n"
-    "    for (int i = 0; i < 128; i++) {\n"
-    "        float s = decay * S[i * 128 + j] + beta * k[i] * v;\n"
-    "        S[i * 128 + j] = s;\n"
-    "        acc += q[i] * s;\n"
+    "    __syncthreads();\n"
+    "    float acc = 0.0f;\n"
+    "#pragma unroll\n"
+    "    for (int i = 0; i < 16; i++) {\n"
+    "        s[i] = decay * s[i] + beta * k[g * 16 + i] * v;\n"
+    "        S[(g * 16 + i) * 128 + j] = s[i];\n"
+    "        acc += q[g * 16 + i] * s[i];\n"
     "    }\n"
-    "    out[h * 128 + j] = at_from_float(acc * z / (1.0f + __expf(-z)));\n"
+    "    part[g][t % 16] = acc;\n"
+    "    __syncthreads();\n"
+    "    if (t < 16) {\n"
+    "        float a = 0.0f;\n"
+    "        for (int r = 0; r < 8; r++)\n"
+    "            a += part[r][t];\n"
+    "        float z = at_to_float(qkvz[6144 + h * 128 + c * 16 + t]);\n"
+    "        out[h * 128 + c * 16 + t] = at_from_float(a * z / (1.0f + __expf(-z)));\n"
+    "    }\n"
     "}\n"
     "extern \"C\" __global__ void silu_mul(const at_elem *gu, at_elem *act, int n)\n"
     "{\n"
+    "    at_pdl_wait();\n"
+    "    at_pdl_trigger();\n"
     "    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);\n"
     "    if (i >= n) return;\n"
     "    gu += (long long)blockIdx.y * 2 * n; act += (long long)blockIdx.y * n;\n"
@@ -254,7 +284,10 @@ int model_init(model *m, const char *templates, int arch, int max_batch)
     }
     m->max_batch = max_batch;
     const size_t B = (size_t)max_batch;
-    if (compile(m, templates, "standin.cu", standin_src, arch, NULL, &mod) ||
+    /* sm_90+: the engine's own kernels (stand-ins, SiLU*mul) chain with
+    ** programmatic dependent launch, as atk's do (common/pdl.cuh) */
+    m->pdl = arch >= 90;
+    if (compile(m, templates, "standin.cu", standin_src, arch, m->pdl ? "-DTP_PDL=1" : NULL, &mod) ||
         cu_check(cuModuleGetFunction(&m->k_fill, mod, "fill_random"), "fill_random") ||
         cu_check(cuModuleGetFunction(&m->k_attn, mod, "standin_attn"), "standin_attn") ||
         cu_check(cuModuleGetFunction(&m->k_linear, mod, "standin_linear"), "standin_linear") ||
@@ -359,6 +392,24 @@ static int launch(model *m, CUfunction fn, unsigned grid, unsigned grid_y, unsig
     return cu_check(cuLaunchKernel(fn, grid, grid_y, 1, block, 1, 1, 0, m->stream, args, NULL), "cuLaunchKernel");
 }
 
+/* The engine's own kernels (stand-ins, SiLU*mul: they wait with
+** griddepcontrol before reading anything an earlier kernel writes), the
+** same launch in every mode: with programmatic stream serialization on
+** sm_90+, so they may start while the previous kernel drains and let the
+** next one start early. */
+static int launch_own(model *m, CUfunction fn, unsigned grid, unsigned grid_y, unsigned block, void **args)
+{
+    if (!m->pdl)
+        return launch(m, fn, grid, grid_y, block, args);
+    CUlaunchAttribute attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig cfg = {.gridDimX = grid, .gridDimY = grid_y, .gridDimZ = 1, .blockDimX = block, .blockDimY = 1,
+                          .blockDimZ = 1, .sharedMemBytes = 0, .hStream = m->stream, .attrs = &attr, .numAttrs = 1};
+    return cu_check(cuLaunchKernelEx(&cfg, fn, args, NULL), "cuLaunchKernelEx");
+}
+
 /* y[M,N] = x[M,K] . W[N,K]^T */
 static int gemv(model *m, enum mode mode, int M, CUdeviceptr x, CUdeviceptr W, CUdeviceptr y, int K, int N)
 {
@@ -448,13 +499,13 @@ static int step_fused(model *m, unsigned mask, int M)
                 (ON(K_NORM_BA) && norm_gemv(m, M, n1, L->w_ba, ba, BA)))
                 return 1;
             void *a[] = {&m->big, &ba, &L->state, &m->out};
-            if (ON(K_LINEAR) && launch(m, m->k_linear, LHEADS, rows, LDIM, a))
+            if (ON(K_LINEAR) && launch_own(m, m->k_linear, LHEADS * 8, rows, LDIM, a))
                 return 1;
         } else {
             if (ON(K_NORM_QKVG) && norm_gemv(m, M, n1, L->w_in, m->big, QKVG))
                 return 1;
             void *a[] = {&m->big, &m->out};
-            if (ON(K_ATTN) && launch(m, m->k_attn, HIDDEN / 256, rows, 256, a))
+            if (ON(K_ATTN) && launch_own(m, m->k_attn, HIDDEN / 256, rows, 256, a))
                 return 1;
         }
         if (ON(K_ATTN_O_ADD) && gemv_add(m, M, m->out, L->w_out, HIDDEN))
@@ -507,13 +558,13 @@ int model_step(model *m, enum mode mode, unsigned mask, int M)
                 (ON(K_BA) && gemv(m, mode, M, m->normed, L->w_ba, ba, HIDDEN, BA)))
                 return 1;
             void *a[] = {&m->big, &ba, &L->state, &m->out};
-            if (ON(K_LINEAR) && launch(m, m->k_linear, LHEADS, rows, LDIM, a))
+            if (ON(K_LINEAR) && launch_own(m, m->k_linear, LHEADS * 8, rows, LDIM, a))
                 return 1;
         } else {
             if (ON(K_QKVG) && gemv(m, mode, M, m->normed, L->w_in, m->big, HIDDEN, QKVG))
                 return 1;
             void *a[] = {&m->big, &m->out};
-            if (ON(K_ATTN) && launch(m, m->k_attn, HIDDEN / 256, rows, 256, a))
+            if (ON(K_ATTN) && launch_own(m, m->k_attn, HIDDEN / 256, rows, 256, a))
                 return 1;
         }
         if ((ON(K_ATTN_O) && gemv(m, mode, M, m->out, L->w_out, m->delta, HIDDEN, HIDDEN)) ||
@@ -522,7 +573,7 @@ int model_step(model *m, enum mode mode, unsigned mask, int M)
             return 1;
         int inter = INTER;
         void *a[] = {&m->big, &m->act, &inter};
-        if ((ON(K_SILU_MUL) && launch(m, m->k_silu_mul, INTER / 256, rows, 256, a)) ||
+        if ((ON(K_SILU_MUL) && launch_own(m, m->k_silu_mul, INTER / 256, rows, 256, a)) ||
             (ON(K_DOWN) && gemv(m, mode, M, m->act, L->w_down, m->delta, INTER, HIDDEN)))
             return 1;
     }

@@ -112,6 +112,7 @@ typedef struct model {
     size_t fused_scratch_bytes;
     enum fault fault; /* mode 4 only; FAULT_NONE but for the check's self-test */
     size_t weight_bytes;
+    int pdl; /* sm_90+: the engine's own kernels launch with PDL (model.c launch_own) */
     /* kernels compiled at start with NVRTC */
     CUmodule mods[16];
     int nmods;
