@@ -5,6 +5,7 @@
 ** the same process; the ceilings every figure is read against come from here.
 */
 #include "bench.h"
+#include "read_stream.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,46 +143,11 @@ static int time_kernel_graph(at_gpu *g, CUfunction fn, unsigned grid, unsigned b
     return rc;
 }
 
-/* The ceiling kernels, compiled with NVRTC at run time. read_stream reads n
-** 16-byte words once each (grid-stride, READ_UNROLL loads in flight per
-** thread, streaming cache policy) and writes only if the XOR of all it read
-** equals a value the 0x01-byte fill can never produce, so no load is
-** optimised away. Launched without PDL on purpose: back-to-back launches
-** over one buffer that overlap share their L2 fills and read "17 TB/s" (seen
-** on the H200). Kept here, not in templates/,
-** because it is part of the harness: every spec and template folder is
-** measured against the same ceiling. */
-static const char read_stream_src[] =
-    "extern \"C\" __global__ void read_stream(const uint4 *__restrict__ src, long long n,\n"
-    "                                        unsigned *__restrict__ sink)\n"
-    "{\n"
-    "    const long long stride = (long long)gridDim.x * blockDim.x;\n"
-    "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "    unsigned acc = 0;\n"
-    "    for (; i + (READ_UNROLL - 1) * stride < n; i += READ_UNROLL * stride) {\n"
-    "        uint4 v[READ_UNROLL];\n"
-    "#pragma unroll\n"
-    "        for (int u = 0; u < READ_UNROLL; u++)\n"
-    "            asm volatile(\"ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];\"\n"
-    "                         : \"=r\"(v[u].x), \"=r\"(v[u].y), \"=r\"(v[u].z), \"=r\"(v[u].w)\n"
-    "                         : \"l\"(src + i + u * stride));\n"
-    "#pragma unroll\n"
-    "        for (int u = 0; u < READ_UNROLL; u++)\n"
-    "            acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;\n"
-    "    }\n"
-    "    for (; i < n; i += stride) {\n"
-    "        uint4 v = src[i];\n"
-    "        acc ^= v.x ^ v.y ^ v.z ^ v.w;\n"
-    "    }\n"
-    "    if (acc == 0x9e3779b9u)\n"
-    "        sink[0] = acc;\n"
-    "}\n"
-    "extern \"C\" __global__ void empty_kernel(void) {}\n";
-
+/* The ceiling kernels: tuner/read_stream.h. */
 /* Compiles the ceiling kernels with READ_UNROLL = unroll and loads them. */
 static int load_ceiling_module(at_gpu *g, int unroll, CUmodule *mod)
 {
-    at_compile_job job = {.name = "read_stream.cu", .source = read_stream_src,
+    at_compile_job job = {.name = "read_stream.cu", .source = at_read_stream_src,
                           .arch = 10 * g->info.cc_major + g->info.cc_minor, .dtype = AT_BF16};
     int rc;
     snprintf(job.options, sizeof job.options, "-DREAD_UNROLL=%d", unroll);

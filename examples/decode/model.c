@@ -13,6 +13,7 @@
 ** blockIdx.y.
 */
 #include "model.h"
+#include "tuner/read_stream.h" /* the tuner's streaming-read kernel: the step's limit is held against its ceiling */
 
 #include <math.h>
 #include <nvrtc.h>
@@ -133,35 +134,6 @@ static const char standin_src[] =
     "    gu += (long long)blockIdx.y * 2 * n; act += (long long)blockIdx.y * n;\n"
     "    float g = at_to_float(gu[i]), u = at_to_float(gu[n + i]);\n"
     "    act[i] = at_from_float(g / (1.0f + __expf(-g)) * u);\n"
-    "}\n";
-
-/* The tuner's streaming-read kernel (tuner/bench.c read_stream, the same
-** text: the step's limit is held against the ceiling the tuner measures):
-** 16-byte streaming loads, READ_UNROLL in flight per thread. */
-static const char read_src[] =
-    "extern \"C\" __global__ void read_stream(const uint4 *__restrict__ src, long long n,\n"
-    "                                        unsigned *__restrict__ sink)\n"
-    "{\n"
-    "    const long long stride = (long long)gridDim.x * blockDim.x;\n"
-    "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "    unsigned acc = 0;\n"
-    "    for (; i + (READ_UNROLL - 1) * stride < n; i += READ_UNROLL * stride) {\n"
-    "        uint4 v[READ_UNROLL];\n"
-    "#pragma unroll\n"
-    "        for (int u = 0; u < READ_UNROLL; u++)\n"
-    "            asm volatile(\"ld.global.cs.v4.u32 {%0,%1,%2,%3}, [%4];\"\n"
-    "                         : \"=r\"(v[u].x), \"=r\"(v[u].y), \"=r\"(v[u].z), \"=r\"(v[u].w)\n"
-    "                         : \"l\"(src + i + u * stride));\n"
-    "#pragma unroll\n"
-    "        for (int u = 0; u < READ_UNROLL; u++)\n"
-    "            acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;\n"
-    "    }\n"
-    "    for (; i < n; i += stride) {\n"
-    "        uint4 v = src[i];\n"
-    "        acc ^= v.x ^ v.y ^ v.z ^ v.w;\n"
-    "    }\n"
-    "    if (acc == 0x9e3779b9u)\n"
-    "        sink[0] = acc;\n"
     "}\n";
 
 static char *slurp(const char *path)
@@ -301,9 +273,9 @@ int model_init(model *m, const char *templates, int arch, int max_batch)
         compile_file(m, templates, "norm_mul_rows.cu", arch, "norm_mul_rows", &m->k_mul_rows) ||
         compile_file(m, templates, "norm_mul_weight.cu", arch, "norm_mul_weight", &m->k_mul_weight) ||
         compile_file(m, templates, "norm_cast_back.cu", arch, "norm_cast_back", &m->k_cast_back) ||
-        compile(m, templates, "read_stream4.cu", read_src, arch, "-DREAD_UNROLL=4", &mod) ||
+        compile(m, templates, "read_stream4.cu", at_read_stream_src, arch, "-DREAD_UNROLL=4", &mod) ||
         cu_check(cuModuleGetFunction(&m->k_read[0], mod, "read_stream"), "read_stream") ||
-        compile(m, templates, "read_stream8.cu", read_src, arch, "-DREAD_UNROLL=8", &mod) ||
+        compile(m, templates, "read_stream8.cu", at_read_stream_src, arch, "-DREAD_UNROLL=8", &mod) ||
         cu_check(cuModuleGetFunction(&m->k_read[1], mod, "read_stream"), "read_stream"))
         return 1;
     for (int l = 0; l < LAYERS; l++) {
