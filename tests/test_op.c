@@ -2,12 +2,14 @@
 ** test_op.c — the op table without a GPU: every op is found with its rank
 ** and spec, the host-side hooks (open, key options, copy sizes) on real and
 ** edited specs, the key telling fp32 Gemma weights apart, and the report
-** of a (synthetic) norm run showing both baselines where GEMV shows cuBLAS.
+** of a (synthetic) norm run showing both baselines where GEMV shows cuBLAS,
+** and the check's verdict every op shares (at_op_verdict).
 */
 #include "autotune.h"
 #include "op.h"
 #include "tinytest.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -456,6 +458,53 @@ static void report_shows_both_baselines(void)
     free(buf);
 }
 
+/* at_op_verdict on host arrays: within the tolerance nothing is said; a
+** NaN output or an error past the tolerance fails with its reason, after
+** a guard-zone reason already there. */
+static void verdict_says_why_an_output_fails(void)
+{
+    enum { N = 64 };
+    uint16_t y[N];
+    double ref[N];
+    for (int i = 0; i < N; i++) {
+        ref[i] = 1.0 + i / 8.0; /* exact in bf16 */
+        y[i] = at_f32_to_bf16((float)ref[i]);
+    }
+    at_op_check c;
+    memset(&c, 0, sizeof c);
+    at_op_verdict(&c, AT_BF16, y, ref, N);
+    CHECK_EQ_INT(c.wrong, 0);
+    CHECK(c.err == 0.0);
+    CHECK_EQ_INT((int)c.nonfinite, 0);
+    CHECK_EQ_INT((int)strlen(c.reason), 0);
+
+    y[5] = 0xFFFF; /* the poison: NaN */
+    memset(&c, 0, sizeof c);
+    at_op_verdict(&c, AT_BF16, y, ref, N);
+    CHECK_EQ_INT(c.wrong, 1);
+    CHECK_EQ_INT((int)c.nonfinite, 1);
+    CHECK_STR_HAS(c.reason, "1 outputs NaN/Inf (unwritten or overflow)");
+    CHECK(strncmp(c.reason, "; ", 2) != 0);
+
+    y[5] = at_f32_to_bf16((float)ref[5]);
+    for (int i = 0; i < N; i++)
+        y[i] = at_f32_to_bf16((float)(ref[i] * 1.5)); /* rel. error 0.5 */
+    memset(&c, 0, sizeof c);
+    snprintf(c.reason, sizeof c.reason, "guard zone after output written");
+    c.wrong = 1;
+    at_op_verdict(&c, AT_BF16, y, ref, N);
+    CHECK_EQ_INT(c.wrong, 1);
+    CHECK(c.err > 0.49 && c.err < 0.51);
+    CHECK_STR_HAS(c.reason, "guard zone after output written; rel. error 0.5 > ");
+
+    /* a reason that fills the buffer stays terminated */
+    memset(&c, 0, sizeof c);
+    memset(c.reason, 'x', sizeof c.reason - 1);
+    at_op_verdict(&c, AT_BF16, y, ref, N);
+    CHECK_EQ_INT(c.wrong, 1);
+    CHECK_EQ_INT((int)strlen(c.reason), (int)sizeof c.reason - 1);
+}
+
 int main(void)
 {
     TT_RUN(table_lists_every_op);
@@ -466,5 +515,6 @@ int main(void)
     TT_RUN(fused_open_names_both_baselines);
     TT_RUN(fp32_weights_change_the_key);
     TT_RUN(report_shows_both_baselines);
+    TT_RUN(verdict_says_why_an_output_fails);
     return TT_DONE();
 }

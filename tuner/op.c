@@ -1,10 +1,13 @@
 /*
-** op.c — the op table (one line per op) and the one kernel launch every op
-** shares, and the compile-and-load of an op's own baseline kernels. Adding an op: write tuner/op_<name>.c against op.h, list it here
+** op.c — the op table (one line per op) and what every op shares: the
+** kernel launch, the compile-and-load of an op's own baseline kernels, the
+** check's verdict. Adding an op: write tuner/op_<name>.c against op.h, list it here
 ** and in main.c's help.
 */
 #include "op.h"
+#include "verify.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const at_op *const table[] = {&at_op_gemv,
@@ -91,4 +94,20 @@ int at_op_replicate(at_gpu *g, CUdeviceptr base, size_t stride, int copies)
             return rc;
     }
     return AT_OK;
+}
+
+void at_op_verdict(at_op_check *out, at_dtype dtype, const uint16_t *y, const double *ref, size_t n)
+{
+    double tol = at_dtype_tolerance(dtype);
+    out->err = at_rel_err(dtype, y, ref, n, &out->nonfinite);
+    if (out->nonfinite || !(out->err <= tol)) {
+        size_t len = strnlen(out->reason, sizeof out->reason - 1);
+        const char *sep = len ? "; " : "";
+        out->wrong = 1;
+        if (out->nonfinite)
+            snprintf(out->reason + len, sizeof out->reason - len, "%s%zu outputs NaN/Inf (unwritten or overflow)",
+                     sep, out->nonfinite);
+        else
+            snprintf(out->reason + len, sizeof out->reason - len, "%srel. error %.3g > %.0e", sep, out->err, tol);
+    }
 }

@@ -127,6 +127,14 @@ extern const at_op at_op_rmsnorm_gemv, at_op_gemma_rmsnorm_gemv, at_op_gemv_swig
 #define AT_ELTWISE_THREADS 256u
 #define AT_ELTWISE_PER_BLOCK 1024LL
 
+/* Shared by the ops' checks: the gate's verdict on n outputs y (dtype)
+** against the fp64 reference ref, after any guard-zone verdict already in
+** out: out->err and out->nonfinite set; when an output is NaN/Inf or the
+** relative error is above the dtype's tolerance, out->wrong is set and
+** "K outputs NaN/Inf (unwritten or overflow)" or "rel. error E > TOL" is
+** appended to out->reason ("; " first when it holds a reason already). */
+void at_op_verdict(at_op_check *out, at_dtype dtype, const uint16_t *y, const double *ref, size_t n);
+
 /* Shared by the ops: one kernel launch on g->stream (PDL when asked). */
 int at_op_launch(at_gpu *g, const at_op_kernel *k, void **args);
 
