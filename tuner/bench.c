@@ -143,8 +143,8 @@ static int time_kernel_graph(at_gpu *g, CUfunction fn, unsigned grid, unsigned b
     return rc;
 }
 
-/* The ceiling kernels: tuner/read_stream.h. */
-/* Compiles the ceiling kernels with READ_UNROLL = unroll and loads them. */
+/* Compiles the ceiling kernels (tuner/read_stream.h) with READ_UNROLL =
+** unroll and loads them. */
 static int load_ceiling_module(at_gpu *g, int unroll, CUmodule *mod)
 {
     at_compile_job job = {.name = "read_stream.cu", .source = at_read_stream_src,
