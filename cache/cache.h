@@ -128,7 +128,8 @@ typedef struct at_key {
     int sms;
     int driver_version;
     int nvrtc_version;  /* 1000*major+10*minor */
-    char space_sha[65]; /* sha256 of the spec and every template it names */
+    char space_sha[65]; /* sha256 of the spec and every template it names (a fused op: and its
+                           components' winners, tuner/components.c) */
     char options[160];  /* compile options common to all candidates */
     char tuner_version[16];
 } at_key;

@@ -8,12 +8,14 @@
 ** correct on awkward TxH shapes, odd H, the residual output z checked,
 ** fp32 Gemma weights; planted bugs (z not written) rejected; a CLI tune.
 ** The fused ops: every candidate and both baselines correct at awkward
-** shapes, and a tune that tunes the components first.
+** shapes, and a tune that tunes the components first, whose answer is
+** retuned once a component's winner changes.
 ** All of it, the norm tests and the strategy tests at the end (each
 ** strategy tunes and stores a winner, exhaustive measures every correct
 ** candidate, warm start) included.
 */
 #include <dlfcn.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -137,22 +139,31 @@ static void fused_every_candidate_correct(void)
     fused_all_correct("rmsnorm_gemv", "1x1000x37", AT_FP16);
 }
 
+/* autotune on rmsnorm_gemv_swiglu 2x1024x1024 (quick) with `more` options;
+** it must exit 0. */
+static void tune_fused_2x1024x1024(cli_out *o, const char *more)
+{
+    char args[512];
+    snprintf(args, sizeof args, "--op rmsnorm_gemv_swiglu --shape 2x1024x1024 --effort quick --db %s --quiet %s",
+             db_path, more);
+    cli_run(args, o);
+    if (o->code != 0)
+        fprintf(stderr, "  %s", o->err);
+    CHECK_EQ_INT(o->code, 0);
+}
+
 /* A fused op tuned for real: its components (rmsnorm 2x1024, gemv
 ** 2x1024x2048: the SwiGLU GEMV over 2N) are tuned first and named in
 ** baseline 0's description; a rerun answers from the cache; the stored
-** answer is a fused kernel or "unfused". */
+** answer is a fused kernel or "unfused"; a component's other winner makes
+** it a miss (the components' winners are in its key). */
 static void fused_tunes_its_components_first(void)
 {
     if (!gpu_present())
         TT_SKIP("no GPU");
     char args[512];
     static cli_out o;
-    snprintf(args, sizeof args, "--op rmsnorm_gemv_swiglu --shape 2x1024x1024 --effort quick --db %s --json --quiet",
-             db_path);
-    cli_run(args, &o);
-    if (o.code != 0)
-        fprintf(stderr, "  %s", o.err);
-    CHECK_EQ_INT(o.code, 0);
+    tune_fused_2x1024x1024(&o, "--json");
     CHECK_STR_HAS(o.out, "\"from_cache\":false");
     CHECK_STR_HAS(o.out, "\"baseline\":{\"name\":\"atk_unfused\"");
     CHECK_STR_HAS(o.out, "[tuned first: rmsnorm=");
@@ -168,12 +179,30 @@ static void fused_tunes_its_components_first(void)
     cli_run(args, &o);
     CHECK_EQ_INT(o.code, 0);
     CHECK_STR_HAS(o.out, "\"from_cache\":true");
-    snprintf(args, sizeof args, "--op rmsnorm_gemv_swiglu --shape 2x1024x1024 --effort quick --db %s --quiet",
-             db_path);
-    cli_run(args, &o);
-    CHECK_EQ_INT(o.code, 0);
+    tune_fused_2x1024x1024(&o, "");
     CHECK_STR_HAS(o.out, "cached");
     printf("%s", o.out);
+    /* the answer holds against those components only: the GEMV component
+    ** edited to a cuBLAS answer (as a retune to another winner leaves it),
+    ** the fused op's answer is not found and is retuned against it, then
+    ** found again */
+    sqlite3 *h = NULL;
+    CHECK(sqlite3_open(db_path, &h) == SQLITE_OK);
+    CHECK(sqlite3_exec(h,
+                       "UPDATE winners SET strategy = 'cublas', kernel = '', template_name = '', params = "
+                       "'cublasGemmEx', cubin = NULL, cubin_sha = '', grid_x = 0, grid_y = 0, grid_z = 0, "
+                       "block_x = 0, block_y = 0, block_z = 0, smem = 0 WHERE op = 'gemv' AND shape = "
+                       "'2x1024x2048' AND strategy <> 'cublas'",
+                       NULL, NULL, NULL) == SQLITE_OK);
+    if (sqlite3_changes(h) != 1)
+        fprintf(stderr, "  the gemv component 2x1024x2048 was already answered by cuBLAS: nothing to change\n");
+    CHECK_EQ_INT(sqlite3_changes(h), 1);
+    sqlite3_close(h);
+    tune_fused_2x1024x1024(&o, "--json");
+    CHECK_STR_HAS(o.out, "\"from_cache\":false");
+    CHECK_STR_HAS(o.out, " gemv=cublas]");
+    tune_fused_2x1024x1024(&o, "--json");
+    CHECK_STR_HAS(o.out, "\"from_cache\":true");
 }
 
 static void every_candidate_correct_1x2056x5000(void)

@@ -3,10 +3,12 @@
 ** and spec, the host-side hooks (open, key options, copy sizes) on real and
 ** edited specs, the key telling fp32 Gemma weights apart, and the report
 ** of a (synthetic) norm run showing both baselines where GEMV shows cuBLAS,
-** and the check's verdict every op shares (at_op_verdict).
+** and the check's verdict every op shares (at_op_verdict); a fused op's
+** key folding in its components' winners (at_components_fold_key).
 */
 #include "autotune.h"
 #include "op.h"
+#include "search_run.h"
 #include "tinytest.h"
 
 #include <stdio.h>
@@ -505,6 +507,42 @@ static void verdict_says_why_an_output_fails(void)
     CHECK_EQ_INT((int)strlen(c.reason), (int)sizeof c.reason - 1);
 }
 
+/* A fused op's answer was measured against its components' winners, so
+** they are folded into its key's space digest: the same winners give the
+** same digest, any other winner (params, a baseline, another key) or order
+** another one, and an op without components keeps its plain digest. */
+static void components_fold_into_the_key(void)
+{
+    static const char space[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    static const char *const idents[] = {
+        "rmsnorm 1x2048 aa11 block_row TP_ROWS=1 cc11\ngemv 1x2048x8192 bb22 splitk TP_BK=256 dd22\n",
+        "rmsnorm 1x2048 aa11 block_row TP_ROWS=1 cc11\ngemv 1x2048x8192 bb22 splitk TP_BK=512 dd33\n",
+        "rmsnorm 1x2048 aa11 block_row TP_ROWS=1 cc11\ngemv 1x2048x8192 bb22 cublas  \n",
+        "rmsnorm 1x2048 aa11 block_row TP_ROWS=1 cc11\ngemv 1x2048x8192 ee55 splitk TP_BK=256 dd22\n",
+        "gemv 1x2048x8192 bb22 splitk TP_BK=256 dd22\nrmsnorm 1x2048 aa11 block_row TP_ROWS=1 cc11\n",
+    };
+    enum { N = sizeof idents / sizeof idents[0] };
+    char d[N][65], again[65], plain[65], other[65];
+    snprintf(plain, sizeof plain, "%s", space);
+    CHECK_EQ_INT(at_components_fold_key(plain, ""), AT_OK);
+    CHECK(strcmp(plain, space) == 0);
+    for (int i = 0; i < N; i++) {
+        snprintf(d[i], sizeof d[i], "%s", space);
+        CHECK_EQ_INT(at_components_fold_key(d[i], idents[i]), AT_OK);
+        CHECK_EQ_INT((int)strlen(d[i]), 64);
+        CHECK(strspn(d[i], "0123456789abcdef") == 64);
+        CHECK(strcmp(d[i], space) != 0);
+        for (int j = 0; j < i; j++)
+            CHECK(strcmp(d[i], d[j]) != 0);
+    }
+    snprintf(again, sizeof again, "%s", space);
+    at_components_fold_key(again, idents[0]);
+    CHECK(strcmp(again, d[0]) == 0);
+    snprintf(other, sizeof other, "%s", "f123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+    at_components_fold_key(other, idents[0]);
+    CHECK(strcmp(other, d[0]) != 0); /* another spec or template: another key still */
+}
+
 int main(void)
 {
     TT_RUN(table_lists_every_op);
@@ -516,5 +554,6 @@ int main(void)
     TT_RUN(fp32_weights_change_the_key);
     TT_RUN(report_shows_both_baselines);
     TT_RUN(verdict_says_why_an_output_fails);
+    TT_RUN(components_fold_into_the_key);
     return TT_DONE();
 }

@@ -6,9 +6,15 @@
 ** the cache, before the fused op's own search, with the same options
 ** (device, dtype, cache, effort, strategy, eps); a fused kernel then has to
 ** beat the tuned sequence to be stored.
+** The fused op's answer holds only against those components: which
+** kernels they are goes into its key (at_components_fold_key), so a
+** component retuned to another winner makes the fused op's stored answer
+** a miss, retuned on demand, as any other change of what the answer
+** depends on.
 */
 #include "search_run.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* The component's spec: the default file of its op (search/norm.lua,
@@ -25,10 +31,26 @@ static void component_spec(const char *spec_path, const char *op, char *buf, siz
         snprintf(buf, len, "%s", file);
 }
 
-int at_search_components(const at_search_opts *o, const at_op *op, at_progress *pg, char *tuned, size_t len)
+int at_components_fold_key(char space_sha[65], const char *idents)
+{
+    size_t cap = strlen(space_sha) + strlen(idents) + 32;
+    char *buf;
+    if (!idents[0])
+        return AT_OK; /* no components: the space's digest alone */
+    if (!(buf = malloc(cap)))
+        return at_fail(AT_ERR_NOMEM, "out of memory");
+    int n = snprintf(buf, cap, "%s\n--components\n%s", space_sha, idents);
+    at_sha256_hex(buf, (size_t)n, space_sha);
+    free(buf);
+    return AT_OK;
+}
+
+int at_search_components(const at_search_opts *o, const at_op *op, at_progress *pg, char *tuned, size_t len,
+                         char space_sha[65])
 {
     at_op_component comp[AT_OP_MAX_COMPONENTS];
-    size_t used = 0;
+    char idents[AT_OP_MAX_COMPONENTS * 1200] = "";
+    size_t used = 0, ilen = 0;
     int n, rc = AT_OK;
     if (len)
         tuned[0] = '\0';
@@ -61,6 +83,11 @@ int at_search_components(const at_search_opts *o, const at_op *op, at_progress *
             at_progress_note(pg, "%s: component %s %s: %s (%s)", op->name, comp[i].op, shape,
                              cres.winner.strategy[0] ? cres.winner.strategy : "?",
                              cres.from_cache ? "from the cache" : "tuned now");
+            /* the winner as the runtime will load it: its key (spec,
+            ** templates, device ...), its kernel and cubin, or the baseline */
+            int iw = snprintf(idents + ilen, sizeof idents - ilen, "%s %s %s %s %s %s\n", comp[i].op, shape,
+                              cres.key_sha, cres.winner.strategy, cres.winner.params, cres.winner.cubin_sha);
+            ilen += iw > 0 && (size_t)iw < sizeof idents - ilen ? (size_t)iw : 0;
             if (used < len) {
                 int w = snprintf(tuned + used, len - used, "%s%s=%s", used ? " " : "", comp[i].op,
                                  cres.winner.strategy[0] ? cres.winner.strategy : "?");
@@ -69,5 +96,7 @@ int at_search_components(const at_search_opts *o, const at_op *op, at_progress *
         }
         at_search_result_free(&cres);
     }
+    if (rc == AT_OK && n > 0 && !interrupted(o))
+        rc = at_components_fold_key(space_sha, idents);
     return rc;
 }

@@ -683,6 +683,22 @@ int at_search_run(const at_search_opts *o, at_search_result *res)
         goto done;
     r.op->key_options(r.op_state, extra, sizeof extra);
 
+    if (r.op->components && !o->dry_run && !o->compile_only && !o->verify_only) {
+        /* a fused op: its components first (components.c), so that
+        ** baseline 0 runs the tuned sequence, and their winners go into
+        ** this op's key (space_sha): its stored answer was measured
+        ** against them. Their GPU workers fork: no SQLite connection is
+        ** open yet. */
+        char tuned[96];
+        if ((rc = at_search_components(o, r.op, r.pg, tuned, sizeof tuned, res->key.space_sha)) != AT_OK ||
+            interrupted(o))
+            goto done;
+        at_search_baseline *b0 = &res->baselines[0];
+        size_t wl = strlen(b0->what);
+        if (tuned[0])
+            snprintf(b0->what + wl, sizeof b0->what - wl, " [tuned first: %s]", tuned);
+    }
+
     /* the key [CACHE_KEY] */
     at_key *k = &res->key;
     copy_str(k->op, sizeof k->op, o->op);
@@ -720,21 +736,6 @@ int at_search_run(const at_search_opts *o, at_search_result *res)
             res->baselines[0].us_min = res->base_min;
             res->baselines[0].us_max = res->base_max;
             goto done;
-        }
-        if (r.op->components && !o->compile_only && !o->verify_only) {
-            /* a fused op: its components first (components.c), so that
-            ** baseline 0 runs the tuned sequence. Their GPU workers fork:
-            ** no SQLite connection is held across that. */
-            char tuned[96];
-            at_cache_close(r.cache);
-            r.cache = NULL;
-            if ((rc = at_search_components(o, r.op, r.pg, tuned, sizeof tuned)) != AT_OK ||
-                (rc = at_cache_open(o->db_path, &r.cache)) != AT_OK)
-                goto done;
-            at_search_baseline *b0 = &res->baselines[0];
-            size_t wl = strlen(b0->what);
-            if (tuned[0])
-                snprintf(b0->what + wl, sizeof b0->what - wl, " [tuned first: %s]", tuned);
         }
     }
 

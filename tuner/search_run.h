@@ -97,9 +97,16 @@ int at_search_plan(run *r, int n);
 /* components.c: a fused op's components (op->components) tuned, or found
 ** in the cache, with o's options before its own search; nothing for an op
 ** without them, a dry run, a compile-only or a verify-only run. tuned[len]
-** receives "rmsnorm=block_row gemv=splitk" (the winners' strategies). A
-** component's failure is returned with a message naming it. */
-int at_search_components(const at_search_opts *o, const at_op *op, at_progress *pg, char *tuned, size_t len);
+** receives "rmsnorm=block_row gemv=splitk" (the winners' strategies), and
+** space_sha (the fused op's key digest of its spec and templates) is folded
+** with which kernels won (at_components_fold_key). A component's failure is
+** returned with a message naming it. */
+int at_search_components(const at_search_opts *o, const at_op *op, at_progress *pg, char *tuned, size_t len,
+                         char space_sha[65]);
+/* space_sha becomes the digest of itself and idents (one line per
+** component: op, shape, its key digest, strategy, params, cubin digest);
+** unchanged when idents is empty. */
+int at_components_fold_key(char space_sha[65], const char *idents);
 
 /* search_gpu.c: the GPU phases, in order (each returns an at_status; a
 ** sticky CUDA error leaves the candidate in flight for the parent) */
