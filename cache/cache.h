@@ -74,6 +74,9 @@ void at_shape_format(const at_shape *s, char *buf, size_t len);
 ** 8, 16 and 3..12x2048 is T = 3, 4, 8, 12; a plain shape is one bucket.
 ** Fills out[0..*n) (at most max). AT_ERR_USAGE naming the problem. */
 int at_shape_buckets(const char *text, int rank, at_shape *out, int max, int *n);
+/* Buckets one range may name: 1..65535 is 1, the 15 powers of two between,
+** 65535. */
+#define AT_SHAPE_MAX_BUCKETS 17
 
 /* ---------------------------------------------------------------- dtypes */
 

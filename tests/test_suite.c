@@ -149,6 +149,37 @@ static void bad_suites_name_file_and_line(void)
     CHECK(s == NULL);
 }
 
+/* A shape may be a range of batch buckets, as --shape takes it: one entry
+** per bucket, in order, each with the line of its tune; a bad range or a
+** bucket listed again is named. */
+static void ranges_name_their_buckets(void)
+{
+    at_suite *s = NULL;
+    int rc = at_suite_load_string("return {entries = {\n tune('gemv', '3..12x64x32', 'a'),\n"
+                                  " tune('rmsnorm', {'1..2x64', '7x64'}) }}",
+                                  "t.lua", NULL, &s);
+    if (rc != AT_OK)
+        fprintf(stderr, "  %s\n", at_errmsg());
+    CHECK_EQ_INT(rc, AT_OK);
+    if (s) {
+        static const char *const want[] = {"3x64x32", "4x64x32", "8x64x32", "12x64x32", "1x64", "2x64", "7x64"};
+        CHECK_EQ_INT(s->nentries, 7);
+        for (int i = 0; i < s->nentries && i < 7; i++) {
+            CHECK(strcmp(s->entries[i].shape_text, want[i]) == 0);
+            CHECK_EQ_INT(s->entries[i].line, i < 4 ? 2 : 3);
+            CHECK_EQ_INT(s->entries[i].shape.M, atoi(want[i]));
+        }
+        CHECK_STR_HAS(s->entries[3].note, "a");
+    }
+    at_suite_free(s);
+    bad("return {entries = {\n tune('gemv', '16..1x64x64') }}", AT_ERR_SPEC,
+        "t.lua:2: tune: gemv: bad shape '16..1x64x64': a range of M is LO..HI");
+    bad("return {entries = {\n tune('gemv', '1..4x64x64'),\n tune('gemv', '2x64x64') }}", AT_ERR_SPEC,
+        "t.lua:3: gemv bf16 2x64x64 is listed twice (first at line 2)");
+    bad("return {entries = {\n tune('rmsnorm', '1..4x64x64') }}", AT_ERR_SPEC,
+        "t.lua:2: tune: rmsnorm: bad shape '1x64x64'");
+}
+
 /* A file on disk: errors carry its path; spec paths resolve against its folder. */
 static void files_and_fields(void)
 {
@@ -867,6 +898,7 @@ int main(void)
 {
     TT_RUN(qwen_suites_load);
     TT_RUN(bad_suites_name_file_and_line);
+    TT_RUN(ranges_name_their_buckets);
     TT_RUN(files_and_fields);
     TT_RUN(pool_does_every_item_once);
     TT_RUN(pool_interrupt_stops_handing_out);

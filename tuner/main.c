@@ -20,9 +20,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Buckets one --shape LO..HI range may name (1..65535: 17). */
-#define AT_MAX_BUCKETS 32
-
 #ifndef AT_SOURCE_DIR
 #define AT_SOURCE_DIR "."
 #endif
@@ -273,9 +270,9 @@ static int suite_command(at_search_opts *o, const char *suite, const char *only,
 static int buckets_command(at_search_opts *o, const at_shape *buckets, int n, int top, const char *db, int json)
 {
     char shape[64];
-    int rc = AT_OK, rcs[AT_MAX_BUCKETS];
-    double us[AT_MAX_BUCKETS], base[AT_MAX_BUCKETS];
-    char winner[AT_MAX_BUCKETS][96];
+    int rc = AT_OK, rcs[AT_SHAPE_MAX_BUCKETS];
+    double us[AT_SHAPE_MAX_BUCKETS], base[AT_SHAPE_MAX_BUCKETS];
+    char winner[AT_SHAPE_MAX_BUCKETS][96];
     int done = 0;
     if (json)
         fputs("[", stdout);
@@ -458,9 +455,9 @@ int main(int argc, char **argv)
                            "op %s takes an MxKxN shape, e.g. 1x2048x8192; '%s' is a TxH (norm) shape", o.op,
                            shape_text),
                    json);
-    at_shape buckets[AT_MAX_BUCKETS];
+    at_shape buckets[AT_SHAPE_MAX_BUCKETS];
     int nbuckets = 0;
-    if ((rc = at_shape_buckets(shape_text, op->rank, buckets, AT_MAX_BUCKETS, &nbuckets)) != AT_OK)
+    if ((rc = at_shape_buckets(shape_text, op->rank, buckets, AT_SHAPE_MAX_BUCKETS, &nbuckets)) != AT_OK)
         return die(rc, json);
     o.shape = buckets[0];
     if (o.eps != 0.0 && !op->takes_eps)

@@ -156,27 +156,32 @@ static int check_group(lua_State *L, int t, const loader *ld, at_suite *s, int *
     }
     count = tl != LUA_TNIL ? (int)lua_rawlen(L, list) : 1;
     for (int i = 1; i <= count; i++) {
+        at_shape buckets[AT_SHAPE_MAX_BUCKETS];
+        int nb = 0;
         if (tl != LUA_TNIL)
             lua_rawgeti(L, list, i);
         else
             lua_pushvalue(L, list - 1);
+        /* a shape, or a range of batch buckets as --shape takes it */
         const char *text = at_sandbox_tostring(L, sizeof e.shape_text);
-        int ok = text && at_shape_parse(text, rank, &e.shape) == AT_OK;
+        int ok = text && at_shape_buckets(text, rank, buckets, AT_SHAPE_MAX_BUCKETS, &nb) == AT_OK;
         if (!ok) {
             if (text)
-                snprintf(err, n, "%s: %s (op %s takes %s)", e.op, at_errmsg(), e.op, rank == 3 ? "MxKxN" : "TxH");
+                snprintf(err, n, "%s: %s (op %s takes %s)", e.op, at_errmsg(), e.op,
+                         rank == 3 ? "MxKxN or LO..HIxKxN" : "TxH or LO..HIxH");
             else
                 snprintf(err, n, "%s: shape %d is not a shape string", e.op, i);
             lua_pop(L, 3);
             return 0;
         }
         lua_pop(L, 1);
-        if (s) {
+        for (int b = 0; s && b < nb; b++) {
             if (s->nentries >= AT_SUITE_MAX_ENTRIES) {
                 snprintf(err, n, "more than %d entries", AT_SUITE_MAX_ENTRIES);
                 lua_pop(L, 2);
                 return 0;
             }
+            e.shape = buckets[b];
             at_shape_format(&e.shape, e.shape_text, sizeof e.shape_text);
             e.line = *line;
             s->entries[s->nentries++] = e;

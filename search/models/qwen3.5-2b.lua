@@ -2,38 +2,23 @@
 -- intermediate 6144, vocab 248320), for `autotune --suite`: every GEMV at
 -- M = 1, 2, 4, 8, 16 tokens and the model's RMSNorms (the Gemma form,
 -- y = x * r * (1 + w), plain and fused with the residual add). Shapes from
--- the model config; GEMV shapes are MxKxN (K inputs, N outputs), norms TxH.
-
-local M = {1, 2, 4, 8, 16}                  -- decode tokens per step
-local T = {1, 2, 4, 8, 16, 128, 512, 4096}  -- norm rows: decode, then prefill chunks
-local H = 2048
-
--- "2048x5120" -> {"1x2048x5120", "2x2048x5120", ...}
-local function each_m(kn)
-  local t = {}
-  for i, m in ipairs(M) do t[i] = m .. "x" .. kn end
-  return t
-end
-
--- 2048 -> {"1x2048", "2x2048", ...}
-local function each_t(h)
-  local t = {}
-  for i, rows in ipairs(T) do t[i] = rows .. "x" .. h end
-  return t
-end
+-- the model config; GEMV shapes are MxKxN (K inputs, N outputs), norms TxH;
+-- "1..16x..." is the batch buckets M (or T) = 1, 2, 4, 8, 16, as --shape takes it.
 
 return {
   name = "qwen3.5-2b",
   dtype = "bf16",
   entries = {
-    tune("gemv", each_m "2048x5120",   "attn q/k/v + gate"),
-    tune("gemv", each_m "2048x2048",   "attn o, linear-attn out"),
-    tune("gemv", each_m "2048x8192",   "linear-attn in_proj_qkvz"),
-    tune("gemv", each_m "2048x32",     "linear-attn in_proj_ba"),
-    tune("gemv", each_m "2048x12288",  "MLP gate_up"),
-    tune("gemv", each_m "6144x2048",   "MLP down"),
-    tune("gemv", each_m "2048x248320", "lm_head"),
-    tune("gemma_rmsnorm",     each_t(H), "input norm of layer 0, final norm"),
-    tune("add_gemma_rmsnorm", each_t(H), "residual add + input/post-attention norm"),
+    tune("gemv", "1..16x2048x5120",   "attn q/k/v + gate"),
+    tune("gemv", "1..16x2048x2048",   "attn o, linear-attn out"),
+    tune("gemv", "1..16x2048x8192",   "linear-attn in_proj_qkvz"),
+    tune("gemv", "1..16x2048x32",     "linear-attn in_proj_ba"),
+    tune("gemv", "1..16x2048x12288",  "MLP gate_up"),
+    tune("gemv", "1..16x6144x2048",   "MLP down"),
+    tune("gemv", "1..16x2048x248320", "lm_head"),
+    -- norm rows: the decode buckets, then prefill chunks
+    tune("gemma_rmsnorm",     {"1..16x2048", "128x2048", "512x2048", "4096x2048"}, "input norm of layer 0, final norm"),
+    tune("add_gemma_rmsnorm", {"1..16x2048", "128x2048", "512x2048", "4096x2048"},
+         "residual add + input/post-attention norm"),
   },
 }
