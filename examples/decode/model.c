@@ -434,6 +434,20 @@ int kind_in_mode(enum op_kind k, enum mode mode)
     return (mode == MODE_FUSED) == (k >= K_NORM_QKVG);
 }
 
+/* Layer L's mixer stand-in over its projections in m->big (and, for the
+** recurrence, the beta/decay values in ba) into m->out, the same in every
+** mode: the recurrence 8 blocks per head (standin_linear's 16-column
+** slices), the attention 256 outputs a block. */
+static int standin_mixer(model *m, unsigned mask, layer *L, unsigned rows, CUdeviceptr ba)
+{
+    if (L->linear) {
+        void *a[] = {&m->big, &ba, &L->state, &m->out};
+        return ON(K_LINEAR) && launch_own(m, m->k_linear, LHEADS * 8, rows, LDIM, a);
+    }
+    void *a[] = {&m->big, &m->out};
+    return ON(K_ATTN) && launch_own(m, m->k_attn, HIDDEN / 256, rows, 256, a);
+}
+
 /* mode 4: y[M,N] = rne(gemma_rmsnorm(residual) . W^T) */
 static int norm_gemv(model *m, int M, CUdeviceptr w, CUdeviceptr W, CUdeviceptr y, int N)
 {
@@ -470,16 +484,10 @@ static int step_fused(model *m, unsigned mask, int M)
             if ((ON(K_NORM_QKVZ) && norm_gemv(m, M, n1, L->w_in, m->big, QKVZ)) ||
                 (ON(K_NORM_BA) && norm_gemv(m, M, n1, L->w_ba, ba, BA)))
                 return 1;
-            void *a[] = {&m->big, &ba, &L->state, &m->out};
-            if (ON(K_LINEAR) && launch_own(m, m->k_linear, LHEADS * 8, rows, LDIM, a))
-                return 1;
-        } else {
-            if (ON(K_NORM_QKVG) && norm_gemv(m, M, n1, L->w_in, m->big, QKVG))
-                return 1;
-            void *a[] = {&m->big, &m->out};
-            if (ON(K_ATTN) && launch_own(m, m->k_attn, HIDDEN / 256, rows, 256, a))
-                return 1;
-        }
+        } else if (ON(K_NORM_QKVG) && norm_gemv(m, M, n1, L->w_in, m->big, QKVG))
+            return 1;
+        if (standin_mixer(m, mask, L, rows, ba))
+            return 1;
         if (ON(K_ATTN_O_ADD) && gemv_add(m, M, m->out, L->w_out, HIDDEN))
             return 1;
         /* w_gate_up is [2 * INTER, HIDDEN]: the gate rows, then the up rows
@@ -529,16 +537,10 @@ int model_step(model *m, enum mode mode, unsigned mask, int M)
             if ((ON(K_QKVZ) && gemv(m, mode, M, m->normed, L->w_in, m->big, HIDDEN, QKVZ)) ||
                 (ON(K_BA) && gemv(m, mode, M, m->normed, L->w_ba, ba, HIDDEN, BA)))
                 return 1;
-            void *a[] = {&m->big, &ba, &L->state, &m->out};
-            if (ON(K_LINEAR) && launch_own(m, m->k_linear, LHEADS * 8, rows, LDIM, a))
-                return 1;
-        } else {
-            if (ON(K_QKVG) && gemv(m, mode, M, m->normed, L->w_in, m->big, HIDDEN, QKVG))
-                return 1;
-            void *a[] = {&m->big, &m->out};
-            if (ON(K_ATTN) && launch_own(m, m->k_attn, HIDDEN / 256, rows, 256, a))
-                return 1;
-        }
+        } else if (ON(K_QKVG) && gemv(m, mode, M, m->normed, L->w_in, m->big, HIDDEN, QKVG))
+            return 1;
+        if (standin_mixer(m, mask, L, rows, ba))
+            return 1;
         if ((ON(K_ATTN_O) && gemv(m, mode, M, m->out, L->w_out, m->delta, HIDDEN, HIDDEN)) ||
             (ON(K_NORM) && norm(m, mode, M, m->delta, L->norm2, m->normed)) ||
             (ON(K_GATE_UP) && gemv(m, mode, M, m->normed, L->w_gate_up, m->big, HIDDEN, 2 * INTER)))
