@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """examples/torch_decode/decode.py — times the decode of the Qwen3.5-2B-shaped
-torch stack (model.py) at batch sizes B in up to five modes: (a) torch eager,
+torch stack (model.py) at batch sizes B in up to six modes: (a) torch eager,
 (b) torch + CUDA graphs (one captured step per B), (c) atk.patch(model, table)
 + CUDA graphs, with --compile also (d) torch.compile of the step + CUDA graphs
 and (e) atk.patch + torch.compile + CUDA graphs (the atk ops opaque in the
-compiled graph, the rest fused by inductor).
+compiled graph, the rest fused by inductor), with --fused also (f) the step
+through atk's fused calls (model.forward_fused, the C engine's mode 4) +
+CUDA graphs.
 Measured as the C engine (examples/decode/decode.c) does: rounds of --steps
 steps between one event pair, the modes interleaved, median of --rounds.
 Every token row of the final hidden state and of the logits of every mode is
@@ -37,6 +39,7 @@ MODES = {
     "atk_graph": "(c) atk.patch + CUDA graph",
     "compile_graph": "(d) torch.compile + CUDA graph",
     "atk_compile_graph": "(e) atk.patch + compile + graph",
+    "atk_fused_graph": "(f) atk fused calls + CUDA graph",
 }
 
 
@@ -90,7 +93,8 @@ def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="decode.py",
         description="Decode of a Qwen3.5-2B-shaped torch stack (synthetic weights, attention stand-ins) timed "
-                    "in torch eager, torch + CUDA graphs, atk.patch + CUDA graphs and optionally torch.compile; "
+                    "in torch eager, torch + CUDA graphs, atk.patch + CUDA graphs, optionally torch.compile and atk's "
+                    "fused calls; "
                     "every mode checked against eager on every token row.",
         epilog="Exit status: 0 every mode agrees with eager, 1 one differs or the run failed (no GPU, no atk, "
                "missing libatk.so), 2 bad argument. Example: ATK_LIB=build-gpu/kernels/libatk.so python3 "
@@ -108,6 +112,11 @@ def make_parser() -> argparse.ArgumentParser:
                    "same on the atk-patched model, each captured in a CUDA graph (compiles once per batch size "
                    "and mode: minutes)")
     p.add_argument("--no-atk", action="store_true", help="skip (c) (no atk package or libatk.so needed)")
+    p.add_argument("--fused", action="store_true",
+                   help="also time (f): the step through atk's fused calls (each norm inside the GEMV that "
+                        "reads it, SwiGLU inside gate_up, each residual add inside o_proj and down_proj); "
+                        "pass a table with fused entries, e.g. --db cache/tables/qwen3.5-2b-h200-fused.json "
+                        "(elsewhere the fused calls run atk's unfused sequence)")
     p.add_argument("--no-standins", action="store_true",
                    help="every mode without the attention and recurrence stand-ins and SiLU*mul (a fixed buffer "
                         "is read in their place): the GEMVs and norms alone, as the C engine's --no-standins")
@@ -131,6 +140,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--db '{a.db}': no such file (the atk table; pass --no-atk to run the torch modes alone)")
     if a.no_atk and a.overhead:
         p.error("--overhead compares torch with atk: drop --no-atk")
+    if a.no_atk and a.fused:
+        p.error("--fused runs atk's fused calls: drop --no-atk")
     return a
 
 
@@ -242,6 +253,13 @@ def run_batch(model, B: int, modes: dict, args, table, atk) -> dict:
         with atk.patch(model, table):
             graphs["atk_compile_graph"], outs["atk_compile_graph"] = capture(
                 lambda: modes["atk_compile_graph"](B))
+    fused_paths = None
+    if "atk_fused_graph" in modes:
+        warm_up(lambda: model.forward_fused(B, table))
+        before = table.stats()
+        graphs["atk_fused_graph"], outs["atk_fused_graph"] = capture(lambda: model.forward_fused(B, table),
+                                                                     warmup=0)
+        fused_paths = stats_delta(before, table.stats())
     for k, g in graphs.items():
         steps[k] = g.replay
     torch.cuda.synchronize()
@@ -258,10 +276,13 @@ def run_batch(model, B: int, modes: dict, args, table, atk) -> dict:
     for k, g in graphs.items():
         model.reset_state()
         g.replay()
-        checks[k] = compare(outs[k], ref, args.tolerance)
+        o = outs[k]
+        if k == "atk_fused_graph":  # (residual, logits): the final norm is inside the lm_head call
+            o = (model.hidden_of(o[0]), o[1])
+        checks[k] = compare(o, ref, args.tolerance)
     torch.cuda.synchronize()
 
-    res = {"B": B, "modes": {}, "atk_paths": paths}
+    res = {"B": B, "modes": {}, "atk_paths": paths, "atk_fused_paths": fused_paths}
     graph_us = statistics.median_low(samples["graph"]) if "graph" in samples else None
     for k in steps:
         t = summarise(samples[k])
@@ -365,12 +386,13 @@ def print_report(out, results: list[dict], args, per_step: dict | None = None) -
         for k, m in r["modes"].items():
             if m["check"] is not None:
                 print(f"  B={r['B']:<3d} {MODES[k]:32s} {fmt_err(m['check'])}", file=out)
-        if r["atk_paths"]:
-            p = r["atk_paths"]
-            line = ", ".join(f"{op} " + "/".join(str(d.get(f, 0)) for f in ("calls", "tuned", "bucket", "inferred",
-                                                                               "fallback")) for op, d in p.items())
-            print(f"  B={r['B']:<3d} atk calls in one captured step (calls/tuned/bucket/inferred/fallback): "
-                  f"{line}", file=out)
+        for key, what in (("atk_paths", "atk calls"), ("atk_fused_paths", "(f)'s atk calls")):
+            if r.get(key):
+                line = ", ".join(f"{op} " + "/".join(str(d.get(f, 0)) for f in ("calls", "tuned", "bucket",
+                                                                                   "inferred", "fallback"))
+                                 for op, d in r[key].items())
+                print(f"  B={r['B']:<3d} {what} in one captured step (calls/tuned/bucket/inferred/fallback): "
+                      f"{line}", file=out)
         if r["atk_paths"] is not None and per_step:
             p = r["atk_paths"]
             norms = sum(d.get("calls", 0) for op, d in p.items() if "rmsnorm" in op)
@@ -475,6 +497,8 @@ def run(args, out) -> int:
         modes["compile_graph"] = torch.compile(model, dynamic=False, fullgraph=True)
         if table is not None:
             modes["atk_compile_graph"] = torch.compile(model, dynamic=False, fullgraph=True)
+    if args.fused:
+        modes["atk_fused_graph"] = None
 
     results = []
     with torch.inference_mode():

@@ -5,6 +5,8 @@ residual add, and the same stand-ins for the attention core and the
 linear-attention recurrence (see README.md for what is a stand-in).
 Invariant: every GEMV is an nn.Linear without bias and every norm a
 GemmaRMSNorm, so atk.patch can replace both; activations are [B, width].
+DecodeModel.forward_fused is the same step through atk's fused calls (the C
+engine's mode 4).
 """
 from __future__ import annotations
 
@@ -78,6 +80,13 @@ QWEN35_2B = Config()
 TINY = Config(hidden=64, layers=2, inter=128, vocab=100, full_every=2, max_batch=4)
 
 
+def gemma_rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """rmsnorm(x) * (1 + weight) in fp32 from x as stored, rounded once to
+    x's dtype, as the C kernels (and atk's fused calls' prologue) do."""
+    v = x.float()
+    return (v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + eps) * (1.0 + weight.float())).to(x.dtype)
+
+
 class GemmaRMSNorm(nn.Module):
     """RMSNorm scaled by (1 + weight) (Qwen3-Next's zero-centred norm), with
     an optional residual add first — the contract atk.patch maps:
@@ -106,9 +115,7 @@ class GemmaRMSNorm(nn.Module):
         if residual is not None:
             residual.add_(x)
             src = residual
-        v = src.float()
-        y = v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + self.eps) * (1.0 + self.weight.float())
-        y = y.to(x.dtype)
+        y = gemma_rmsnorm(src, self.weight, self.eps)
         return y if residual is None else (y, residual)
 
     def extra_repr(self) -> str:
@@ -259,6 +266,44 @@ class DecodeModel(nn.Module):
             x, residual = layer(x, residual)
         hidden, _ = self.norm(x, residual)
         return hidden, self.lm_head(hidden)
+
+    def forward_fused(self, B: int, t):
+        """One decode step as the C engine's mode (4), through the fused calls
+        of atk table t: each norm in the prologue of the GEMV that reads it
+        (t.gemma_rmsnorm_gemv; the MLP's gate_up with SwiGLU in its epilogue,
+        t.gemma_rmsnorm_gemv_swiglu over the weight's gate and up halves),
+        each residual add in the epilogue of the GEMV that makes the delta
+        (t.gemv_add), so no add, norm or SiLU*mul runs between the GEMVs.
+        The residual stream starts at the embeddings (what forward's first
+        add makes of zero). Returns (residual, logits): the stream after the
+        last layer (hidden_of gives forward's hidden from it) and the
+        logits. t's tensors on its GPU (a dry table: meta tensors); any
+        object with those three methods serves (the tests' torch one)."""
+        if not 1 <= B <= self.cfg.max_batch:
+            raise ValueError(f"a step of B = {B} tokens: out of range 1..{self.cfg.max_batch}")
+        r = self.embed[:B].clone()
+        for layer in self.layers:
+            mix, mlp = layer.mixer, layer.mlp
+            w1, eps1 = layer.input_norm.weight, layer.input_norm.eps
+            if layer.linear:
+                qkvz = t.gemma_rmsnorm_gemv(r, w1, mix.in_proj_qkvz.weight, eps1)
+                ba = t.gemma_rmsnorm_gemv(r, w1, mix.in_proj_ba.weight, eps1)
+                a = standin_linear(qkvz, ba, mix.state[:B], self.cfg) if mix.standin else mix.frozen[:B]
+                t.gemv_add(a, mix.out_proj.weight, r)
+            else:
+                qkvg = t.gemma_rmsnorm_gemv(r, w1, mix.qkvg_proj.weight, eps1)
+                a = standin_attention(qkvg, self.cfg) if mix.standin else mix.frozen[:B]
+                t.gemv_add(a, mix.o_proj.weight, r)
+            W = mlp.gate_up_proj.weight  # [2 * inter, hidden]: the gate rows, then the up rows
+            act = t.gemma_rmsnorm_gemv_swiglu(r, layer.post_norm.weight, W[:mlp.inter], W[mlp.inter:],
+                                              layer.post_norm.eps)
+            t.gemv_add(act if mlp.standin else mlp.frozen[:B], mlp.down_proj.weight, r)
+        return r, t.gemma_rmsnorm_gemv(r, self.norm.weight, self.lm_head.weight, self.norm.eps)
+
+    def hidden_of(self, residual: torch.Tensor) -> torch.Tensor:
+        """The final norm's output from the residual stream after the last
+        layer: forward's hidden, for forward_fused's check."""
+        return self.norm(residual)
 
     @torch.no_grad()
     def init_weights(self, seed: int = 1) -> None:

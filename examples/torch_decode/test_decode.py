@@ -3,10 +3,13 @@ GPU: a tiny config of the same model code (hidden 64, 2 layers — one linear,
 one full attention — vocab 100, float32 on the CPU) runs steps with the right
 shapes; the norm, the stand-ins and silu*mul match scalar references of the
 C kernels' math; the stand-ins are deterministic and the recurrence carries
-its state; decode.py's harness (timing and graphs replaced by CPU fakes)
-compares every mode on every row and reports; its bad arguments exit 2 with
-a message. Run: /tmp/venvt/bin/python -m pytest examples/torch_decode -q
+its state; the fused step (forward_fused) through torch versions of atk's
+fused calls computes forward's step, and on meta tensors a dry table counts
+the C engine's mode-4 calls; decode.py's harness (timing and graphs replaced
+by CPU fakes) compares every mode on every row and reports; its bad
+arguments exit 2 with a message. Run: /tmp/venvt/bin/python -m pytest examples/torch_decode -q
 """
+import collections
 import json
 import math
 import subprocess
@@ -17,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -170,6 +174,86 @@ def test_silu_mul():
     torch.testing.assert_close(out, torch.tensor([[1 / (1 + math.exp(-1)) * 3, -2 / (1 + math.exp(2)) * 4]]))
 
 
+# ------------------------------------------------------------------ the fused step
+
+class TorchFused:
+    """atk's three fused calls in torch, rounded as atk rounds them (the
+    normalized x, g, u and the sum to the element type), counting calls:
+    what forward_fused needs of a table."""
+
+    def __init__(self, drop_add=False):
+        self.calls = collections.Counter()
+        self.drop_add = drop_add  # a planted bug: gemv_add adds nothing
+
+    def gemma_rmsnorm_gemv(self, x, w, W, eps):
+        self.calls["gemma_rmsnorm_gemv"] += 1
+        return F.linear(M.gemma_rmsnorm(x, w, eps), W)
+
+    def gemma_rmsnorm_gemv_swiglu(self, x, w, Wg, Wu, eps):
+        self.calls["gemma_rmsnorm_gemv_swiglu"] += 1
+        n = M.gemma_rmsnorm(x, w, eps)
+        return (F.silu(F.linear(n, Wg).float()) * F.linear(n, Wu).float()).to(x.dtype)
+
+    def gemv_add(self, x, W, residual):
+        self.calls["gemv_add"] += 1
+        if not self.drop_add:
+            residual.add_(F.linear(x, W))
+        return residual
+
+
+@pytest.mark.parametrize("standins", [True, False])
+def test_fused_step_computes_the_step(tiny, standins):
+    # the same weights, norms and stand-ins as forward, in the fused calls'
+    # order: hidden, logits and the carried state agree with forward's
+    tiny.set_standins(standins)
+    t = TorchFused()
+    with torch.inference_mode():
+        tiny.reset_state()
+        ref = tiny(3)
+        ref_state = [mod.state.clone() for mod in tiny.modules() if isinstance(mod, M.LinearAttention)]
+        tiny.reset_state()
+        r, logits = tiny.forward_fused(3, t)
+        state = [mod.state for mod in tiny.modules() if isinstance(mod, M.LinearAttention)]
+        hidden = tiny.hidden_of(r)
+    torch.testing.assert_close(hidden, ref[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(logits, ref[1], rtol=1e-5, atol=1e-5)
+    for a, b in zip(state, ref_state):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    # TINY: 2 layers (one linear: qkvz and ba; one full: qkvg) and the lm_head
+    assert t.calls == {"gemma_rmsnorm_gemv": 4, "gemma_rmsnorm_gemv_swiglu": 2, "gemv_add": 4}
+    assert not torch.equal(tiny.embed[:3], r)  # the stream moved on from the embeddings
+
+
+def test_fused_step_check_sees_a_missing_add(tiny):
+    with torch.inference_mode():
+        ref = tiny(2)
+        tiny.reset_state()
+        r, logits = tiny.forward_fused(2, TorchFused(drop_add=True))
+        c = decode.compare((tiny.hidden_of(r), logits), ref, decode.TOLERANCE)
+    assert c["agree"] is False
+
+
+def test_fused_step_calls_what_the_c_engine_calls():
+    # on meta tensors a dry table of the shipped fused table counts a GPU
+    # step's calls: per layer one norm+GEMV (linear attention: two), the
+    # norm+gate_up+SwiGLU, two residual adds; and the lm_head's norm+GEMV
+    atk, _ = dry_table()
+    fused_db = decode.DEFAULT_DB.parent / "qwen3.5-2b-h200-fused.json"
+    t = atk.open_dry(str(fused_db))
+    with torch.device("meta"):
+        m = M.DecodeModel(M.QWEN35_2B)
+    with t, torch.inference_mode():
+        r, logits = m.forward_fused(1, t)
+        stats = t.stats()
+    assert r.shape == (1, 2048) and logits.shape == (1, 248320)
+    calls = {op: d["calls"] for op, d in stats.items() if d.get("calls")}
+    assert calls == {"gemma_rmsnorm_gemv": 18 * 2 + 6 + 1, "gemma_rmsnorm_gemv_swiglu": 24, "gemv_add": 48}
+    for op in calls:
+        d = stats[op]
+        assert d["tuned"] + d["bucket"] + d["inferred"] + d["fallback"] == d["calls"]
+    assert stats["gemv_add"]["fallback"] == 0  # the table tuned both gemv_add shapes at M = 1
+
+
 # ------------------------------------------------------------------ the harness
 
 def test_row_errors_find_the_worst_row_and_nan():
@@ -241,6 +325,28 @@ def test_run_batch_checks_every_mode_and_reports(monkeypatch, tiny, capsys):
     assert json.loads(json.dumps(decode.jsonable(r)))["B"] == 3
 
 
+def test_run_batch_checks_the_fused_mode(monkeypatch, tiny, capsys):
+    # (f): the captured step is forward_fused; its hidden state comes from the
+    # residual it returns, and its calls are counted apart from (c)'s
+    _, atk = fake_harness(monkeypatch)
+    t = TorchFused()
+    t.stats = lambda: {op: {"calls": n, "tuned": n, "fallback": 0} for op, n in t.calls.items()}
+    args = decode.parse_args(["--steps", "1", "--rounds", "2", "--fused"])
+    with torch.inference_mode():
+        r = decode.run_batch(tiny, 2, {"eager": None, "graph": None, "atk_fused_graph": None}, args, t, atk)
+    assert r["agree"] is True
+    assert r["modes"]["atk_fused_graph"]["check"]["hidden_rel_err"] < 1e-5
+    assert r["atk_paths"] is None
+    assert r["atk_fused_paths"] == {"gemma_rmsnorm_gemv": {"calls": 4, "tuned": 4, "fallback": 0},
+                                    "gemma_rmsnorm_gemv_swiglu": {"calls": 2, "tuned": 2, "fallback": 0},
+                                    "gemv_add": {"calls": 4, "tuned": 4, "fallback": 0}}
+    decode.print_report(sys.stdout, [r], args)
+    text = capsys.readouterr().out
+    assert "(f) atk fused calls + CUDA graph" in text and "DIFFER" not in text
+    assert "(f)'s atk calls in one captured step (calls/tuned/bucket/inferred/fallback): gemma_rmsnorm_gemv " \
+           "4/4/0/0/0" in text
+
+
 def test_run_batch_flags_a_mode_that_differs(monkeypatch, tiny, capsys):
     table, atk = fake_harness(monkeypatch, perturb=1.0)  # every replayed logit off by 1
     args = decode.parse_args(["--steps", "1", "--rounds", "1", "--no-atk"])
@@ -268,6 +374,7 @@ def cli(*argv):
     (["--tolerance", "-1"], "--tolerance: -1 must be a positive number"),
     (["--frob"], "unrecognized arguments: --frob"),
     (["--db", "/nonexistent/table.json"], "--db '/nonexistent/table.json': no such file"),
+    (["--no-atk", "--fused"], "--fused runs atk's fused calls: drop --no-atk"),
     (["--no-atk", "--overhead"], "--overhead compares torch with atk"),
     (["--no-atk", "--json", "/nonexistent/dir/out.json"], "--json '/nonexistent/dir/out.json'"),
 ])

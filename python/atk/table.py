@@ -491,13 +491,16 @@ class Table:
         tensors = [x, Wg] + ([Wu] if swiglu else []) + ([w] if norm else []) + [y, scratch]
         stream = self._device(name, names, tensors)
         fn = self._f_fused[op]
-        xp, gp, yp, sp = x.data_ptr(), Wg.data_ptr(), y.data_ptr(), scratch.data_ptr()
+        # meta tensors have no data (a view's data_ptr is its offset alone):
+        # a dry table gets every pointer NULL, atk's planning call
+        ptr = (lambda t: 0) if x.device.type == "meta" else (lambda t: t.data_ptr())
+        xp, gp, yp, sp = ptr(x), ptr(Wg), ptr(y), ptr(scratch)
         if norm and swiglu:
-            rc = fn(ctx, stream, dt, M, K, N, xp, w.data_ptr(), gp, Wu.data_ptr(), yp, eps, sp)
+            rc = fn(ctx, stream, dt, M, K, N, xp, ptr(w), gp, ptr(Wu), yp, eps, sp)
         elif norm:
-            rc = fn(ctx, stream, dt, M, K, N, xp, w.data_ptr(), gp, yp, eps, sp)
+            rc = fn(ctx, stream, dt, M, K, N, xp, ptr(w), gp, yp, eps, sp)
         else:
-            rc = fn(ctx, stream, dt, M, K, N, xp, gp, Wu.data_ptr(), yp, sp)
+            rc = fn(ctx, stream, dt, M, K, N, xp, gp, ptr(Wu), yp, sp)
         if rc:
             raise self._fail(rc)
         return y

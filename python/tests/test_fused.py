@@ -42,6 +42,17 @@ def test_call_shape_and_own_counter(dry, op):
     assert c.path == "fallback" and c.strategy == "unfused" and c.kernel == ""
 
 
+def test_meta_views_at_an_offset_plan_as_null(dry):
+    # a concatenated gate_up weight passed as its halves: on meta tensors the
+    # up half's data_ptr is its offset alone, not an address; the dry call
+    # still plans (every pointer NULL) instead of naming "NULL x"
+    dry.reset_stats()
+    W = meta(2 * 96, 2048)
+    assert W[96:].data_ptr() != 0
+    y = dry.gemma_rmsnorm_gemv_swiglu(meta(1, 2048), meta(2048), W[:96], W[96:], 1e-6)
+    assert y.shape == (1, 96) and dry.stats()["gemma_rmsnorm_gemv_swiglu"]["calls"] == 1
+
+
 def test_scratch_bytes(dry):
     assert dry.scratch_bytes("rmsnorm_gemv", "bf16", 3, 2048, 2048) == 12288
     assert dry.scratch_bytes("gemv_swiglu", BF, 1, 2048, 6144) == 24576
