@@ -155,8 +155,9 @@ static void tune_fused_2x1024x1024(cli_out *o, const char *more)
 /* A fused op tuned for real: its components (rmsnorm 2x1024, gemv
 ** 2x1024x2048: the SwiGLU GEMV over 2N) are tuned first and named in
 ** baseline 0's description; a rerun answers from the cache; the stored
-** answer is a fused kernel or "unfused"; a component's other winner makes
-** it a miss (the components' winners are in its key). */
+** answer is a fused kernel or "unfused", found by a compile-ahead as well;
+** a component's other winner makes it a miss (the components' winners are
+** in its key). */
 static void fused_tunes_its_components_first(void)
 {
     if (!gpu_present())
@@ -182,6 +183,16 @@ static void fused_tunes_its_components_first(void)
     tune_fused_2x1024x1024(&o, "");
     CHECK_STR_HAS(o.out, "cached");
     printf("%s", o.out);
+    /* a suite's compile-ahead of this entry looks the components up too and
+    ** so finds the answer: nothing to compile */
+    at_search_opts ahead = {.op = "rmsnorm_gemv_swiglu", .dtype = AT_BF16, .spec_path = "search/gemv.lua",
+                            .templates_root = "templates", .db_path = db_path, .reps = 5, .compile_only = 1};
+    at_search_result res;
+    CHECK_EQ_INT(at_shape_parse("2x1024x1024", 3, &ahead.shape), AT_OK);
+    CHECK_EQ_INT(at_search_run(&ahead, &res), AT_OK);
+    CHECK_EQ_INT(res.from_cache, 1);
+    CHECK_EQ_INT(res.ncompiled, 0);
+    at_search_result_free(&res);
     /* the answer holds against those components only: the GEMV component
     ** edited to a cuBLAS answer (as a retune to another winner leaves it),
     ** the fused op's answer is not found and is retuned against it, then

@@ -10,7 +10,9 @@
 ** kernels they are goes into its key (at_components_fold_key), so a
 ** component retuned to another winner makes the fused op's stored answer
 ** a miss, retuned on demand, as any other change of what the answer
-** depends on.
+** depends on. A suite's compile-ahead (compile_only) looks the components
+** up as well, compiling those it does not find: a fused entry already
+** answered is then found, and nothing of it compiles again.
 */
 #include "search_run.h"
 
@@ -54,7 +56,8 @@ int at_search_components(const at_search_opts *o, const at_op *op, at_progress *
     int n, rc = AT_OK;
     if (len)
         tuned[0] = '\0';
-    if (!op->components || o->dry_run || o->compile_only || o->verify_only)
+    int all_cached = 1;
+    if (!op->components || o->dry_run || o->verify_only)
         return AT_OK; /* nothing timed: the cache's components serve as they are */
     n = op->components(o, comp, AT_OP_MAX_COMPONENTS);
     for (int i = 0; i < n && rc == AT_OK && !interrupted(o); i++) {
@@ -80,6 +83,7 @@ int at_search_components(const at_search_opts *o, const at_op *op, at_progress *
             snprintf(msg, sizeof msg, "%s", at_errmsg());
             rc = at_fail(rc, "%s: its component %s %s: %s", op->name, comp[i].op, shape, msg);
         } else {
+            all_cached &= cres.from_cache;
             at_progress_note(pg, "%s: component %s %s: %s (%s)", op->name, comp[i].op, shape,
                              cres.winner.strategy[0] ? cres.winner.strategy : "?",
                              cres.from_cache ? "from the cache" : "tuned now");
@@ -96,7 +100,10 @@ int at_search_components(const at_search_opts *o, const at_op *op, at_progress *
         }
         at_search_result_free(&cres);
     }
-    if (rc == AT_OK && n > 0 && !interrupted(o))
+    /* a compile-ahead (compile_only) tunes nothing: a component it did not
+    ** find (only compiled) leaves the key without them, a miss, so the
+    ** fused op's candidates compile too, as its real run will need them */
+    if (rc == AT_OK && n > 0 && !interrupted(o) && (!o->compile_only || all_cached))
         rc = at_components_fold_key(space_sha, idents);
     return rc;
 }

@@ -96,7 +96,9 @@ int at_search_plan(run *r, int n);
 
 /* components.c: a fused op's components (op->components) tuned, or found
 ** in the cache, with o's options before its own search; nothing for an op
-** without them, a dry run, a compile-only or a verify-only run. tuned[len]
+** without them, a dry run or a verify-only run; a compile-only run (a
+** suite's compile-ahead) looks them up and compiles those it does not find,
+** and folds them into the key only when it found them all. tuned[len]
 ** receives "rmsnorm=block_row gemv=splitk" (the winners' strategies), and
 ** space_sha (the fused op's key digest of its spec and templates) is folded
 ** with which kernels won (at_components_fold_key). A component's failure is
