@@ -12,22 +12,27 @@
 #   decode    examples/torch_decode/decode.py and examples/decode/decode,
 #             --batch $BATCH (default 1,2,4,8,16), the shipped table
 #   overhead  decode.py --overhead: host µs per eager call
+#   fused     decode.py --fused (mode (f): atk's fused calls from Python) and
+#             the C engine's modes 1-4, both on the shipped fused table
+#             ($FUSED_TABLE), --batch 1,4,16
 #   report    tunes two shapes into a fresh cache, then python -m atk report
 #   all       every stage, in that order
-# Env: TABLE (default cache/tables/qwen3.5-2b-h200.json), BATCH.
+# Env: TABLE (default cache/tables/qwen3.5-2b-h200.json), BATCH, FUSED_TABLE
+# (default cache/tables/qwen3.5-2b-h200-fused.json).
 set -uo pipefail
 build=${1:-build}
 shift || true
 stages=${*:-all}
-[ "$stages" = all ] && stages="tests decode overhead report"
+[ "$stages" = all ] && stages="tests decode overhead fused report"
 for stage in $stages; do
-  case " tests decode overhead report " in
+  case " tests decode overhead fused report " in
   *" $stage "*) ;;
-  *) echo "python_check: unknown stage '$stage' (tests decode overhead report all)" >&2; exit 2 ;;
+  *) echo "python_check: unknown stage '$stage' (tests decode overhead fused report all)" >&2; exit 2 ;;
   esac
 done
 out=/tmp/autotune-python-check
 table=${TABLE:-cache/tables/qwen3.5-2b-h200.json}
+fused_table=${FUSED_TABLE:-cache/tables/qwen3.5-2b-h200-fused.json}
 batch=${BATCH:-1,2,4,8,16}
 mkdir -p "$out"
 export ATK_LIB=$PWD/$build/kernels/libatk.so
@@ -60,6 +65,16 @@ for stage in $stages; do
       --json "$out/torch_overhead.json" >"$out/torch_overhead.txt" 2>&1
     echo "== overhead: exit $?"
     tail -15 "$out/torch_overhead.txt"
+    ;;
+  fused)
+    python3 examples/torch_decode/decode.py --db "$fused_table" --batch 1,4,16 --fused \
+      --json "$out/torch_fused.json" >"$out/torch_fused.txt" 2>&1
+    echo "== torch decode --fused: exit $? ($(($(date +%s) - t0)) s)"
+    tail -40 "$out/torch_fused.txt"
+    "$build/examples/decode/decode" --db "$fused_table" --batch 1,4,16 \
+      --json "$out/c_fused.json" >"$out/c_fused.txt" 2>&1
+    echo "== C engine decode, modes 1-4: exit $?"
+    tail -25 "$out/c_fused.txt"
     ;;
   report)
     db=/tmp/autotune-python-check.db

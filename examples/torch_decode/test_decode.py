@@ -7,7 +7,9 @@ its state; the fused step (forward_fused) through torch versions of atk's
 fused calls computes forward's step, and on meta tensors a dry table counts
 the C engine's mode-4 calls; decode.py's harness (timing and graphs replaced
 by CPU fakes) compares every mode on every row and reports; its bad
-arguments exit 2 with a message. Run: /tmp/venvt/bin/python -m pytest examples/torch_decode -q
+arguments exit 2 with a message. On a GPU (marked gpu) the fused step
+through the shipped fused table's real calls agrees with eager's.
+Run: python3 -m pytest examples/torch_decode -q
 """
 import collections
 import json
@@ -252,6 +254,42 @@ def test_fused_step_calls_what_the_c_engine_calls():
         d = stats[op]
         assert d["tuned"] + d["bucket"] + d["inferred"] + d["fallback"] == d["calls"]
     assert stats["gemv_add"]["fallback"] == 0  # the table tuned both gemv_add shapes at M = 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("B", [1, 3, 16])
+def test_fused_step_on_the_gpu_agrees_with_eager(B):
+    # the real fused calls of the shipped fused table on the GPU, bf16, the
+    # full config: B = 1 and 16 tuned buckets, 3 served by the bucket of 4;
+    # the step's hidden state, logits and carried state agree with eager's
+    # on every token row, and every call was served (tuned, a bucket, or the
+    # unfused sequence: never an error)
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU visible to PyTorch")
+    atk = pytest.importorskip("atk", reason="the atk package (python/) is not installed here")
+    fused_db = decode.DEFAULT_DB.parent / "qwen3.5-2b-h200-fused.json"
+    t = atk.open(str(fused_db))
+    with t:
+        if t.explain("gemv", "bf16", 1, 2048, 2048).path != "tuned":
+            pytest.skip(f"the shipped table has no entries for {torch.cuda.get_device_name()} (tuned on an H200)")
+        m = M.make_model(M.QWEN35_2B, dtype=torch.bfloat16, device="cuda", seed=5)
+        with torch.inference_mode():
+            ref = m(B)
+            ref_state = [mod.state.clone() for mod in m.modules() if isinstance(mod, M.LinearAttention)]
+            m.reset_state()
+            before = t.stats()
+            r, logits = m.forward_fused(B, t)
+            torch.cuda.synchronize()
+            calls = decode.stats_delta(before, t.stats())
+            c = decode.compare((m.hidden_of(r), logits), ref, decode.TOLERANCE)
+            state = [mod.state for mod in m.modules() if isinstance(mod, M.LinearAttention)]
+    assert c["agree"], c
+    for a, b in zip(state, ref_state):
+        assert ((a - b).norm() / b.norm()).item() < decode.TOLERANCE
+    assert {op: d["calls"] for op, d in calls.items()} == {
+        "gemma_rmsnorm_gemv": 18 * 2 + 6 + 1, "gemma_rmsnorm_gemv_swiglu": 24, "gemv_add": 48}
+    for op, d in calls.items():
+        assert d["tuned"] + d["bucket"] + d["inferred"] + d["fallback"] == d["calls"], (op, d)
 
 
 # ------------------------------------------------------------------ the harness
