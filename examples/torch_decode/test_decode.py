@@ -260,7 +260,8 @@ def test_fused_step_calls_what_the_c_engine_calls():
 @pytest.mark.parametrize("B", [1, 3, 16])
 def test_fused_step_on_the_gpu_agrees_with_eager(B):
     # the real fused calls of the shipped fused table on the GPU, bf16, the
-    # full config: B = 1 and 16 tuned buckets, 3 served by the bucket of 4;
+    # full config: B = 1 and 16 tuned, 3 untuned (the fused calls run the
+    # unfused sequence, gemv_add the bucket of 4);
     # the step's hidden state, logits and carried state agree with eager's
     # on every token row, and every call was served (tuned, a bucket, or the
     # unfused sequence: never an error)
