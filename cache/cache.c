@@ -79,6 +79,12 @@ static const char *const STMT_SQL[S_COUNT] = {
         " block_x=excluded.block_x, block_y=excluded.block_y, block_z=excluded.block_z,"
         " smem=excluded.smem, cubin=excluded.cubin, cubin_sha=excluded.cubin_sha,"
         " created_at=excluded.created_at",
+    /* the other winners of ?1's problem under its driver, NVRTC and options:
+    ** another spec, other templates or components, another tuner version
+    ** (bound as bind_key binds; the winners_by_problem index) */
+    [S_SUPERSEDE] = "DELETE FROM winners WHERE device = ?5 AND cc = ?6 AND sms = ?7 AND op = ?2 AND dtype = ?3"
+                    " AND shape = ?4 AND driver_version = ?8 AND nvrtc_version = ?9 AND options = ?11"
+                    " AND key_sha <> ?1 AND (space_sha <> ?10 OR tuner_version <> ?12)",
 };
 
 const char *at_trial_state_name(at_trial_state s)
@@ -604,6 +610,33 @@ int at_cache_put_winner(at_cache *c, const at_key *k, const at_winner *w)
         sqlite3_bind_text(s, 33, blob_sha, -1, SQLITE_STATIC))
         return finish(c, s, bind_error(c), "put winner");
     return finish(c, s, sqlite3_step(s), "put winner");
+}
+
+/* at_cache_put_winner, then the problem's other winners under k's driver,
+** NVRTC and options deleted, in one savepoint (inside or outside a
+** transaction): both happen or neither. */
+int at_cache_replace_winners(at_cache *c, const at_key *k, const at_winner *w, int *superseded)
+{
+    sqlite3_stmt *s = NULL;
+    char sha[65], dt[24];
+    int st, rc;
+    if (superseded)
+        *superseded = 0;
+    if ((rc = sqlite3_exec(c->db, "SAVEPOINT at_replace_winners", NULL, NULL, NULL)) != SQLITE_OK)
+        return sql_fail(c, rc, "replace winners");
+    if ((st = at_cache_put_winner(c, k, w)) == AT_OK && (st = stmt(c, S_SUPERSEDE, &s)) == AT_OK) {
+        at_key_digest(k, sha);
+        at_key_dtype_text(k->dtype, dt);
+        if (bind_key(s, k, sha, dt))
+            st = finish(c, s, bind_error(c), "supersede winners");
+        else if ((st = finish(c, s, sqlite3_step(s), "supersede winners")) == AT_OK && superseded)
+            *superseded = sqlite3_changes(c->db);
+    }
+    if (st != AT_OK) /* the error is set: undo the put as well */
+        sqlite3_exec(c->db, "ROLLBACK TO at_replace_winners", NULL, NULL, NULL);
+    if ((rc = sqlite3_exec(c->db, "RELEASE at_replace_winners", NULL, NULL, NULL)) != SQLITE_OK && st == AT_OK)
+        st = sql_fail(c, rc, "replace winners");
+    return st;
 }
 
 /* Fills *out (zeroed first; not freed, so pass a cleared struct) with a

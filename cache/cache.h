@@ -224,6 +224,15 @@ int at_cache_get_trial(at_cache *c, const at_key *k, const char *strategy,
 /* Winners: one per key; put replaces. get fills *out (cubin malloc'ed;
 ** free with at_winner_clear). */
 int at_cache_put_winner(at_cache *c, const at_key *k, const at_winner *w);
+/* A fresh tune's answer: k's winner is put, and every other winner of its
+** problem (op, dtype, shape, device, cc, sms) under the same driver, NVRTC
+** and options goes: those answered another spec, other templates, other
+** component winners or another tuner version, and the runtime, which ranks
+** one problem's rows by µs, would otherwise serve a stale one. Rows of other
+** drivers or NVRTC versions stay (the runtime ranks those by version), and
+** so do trials. Both or neither; *superseded (may be NULL) receives how many
+** went. An import keeps put's union instead (cache_table.c). */
+int at_cache_replace_winners(at_cache *c, const at_key *k, const at_winner *w, int *superseded);
 int at_cache_get_winner(at_cache *c, const at_key *k, at_winner *out, int *found);
 void at_winner_clear(at_winner *w);
 

@@ -12,7 +12,7 @@
 #include <sqlite3.h>
 
 /* Prepared lazily, finalized by at_cache_close. */
-enum { S_GET_DEVICE, S_PUT_DEVICE, S_GET_TRIAL, S_PUT_TRIAL, S_GET_WINNER, S_PUT_WINNER, S_COUNT };
+enum { S_GET_DEVICE, S_PUT_DEVICE, S_GET_TRIAL, S_PUT_TRIAL, S_GET_WINNER, S_PUT_WINNER, S_SUPERSEDE, S_COUNT };
 
 struct at_cache {
     sqlite3 *db;

@@ -1,7 +1,8 @@
 /*
 ** test_cache.c — sha256 against the FIPS/NIST vectors, the cache key's text
 ** and digest, and the SQLite cache: round trips, refusal of files that are not
-** ours (left byte-for-byte unchanged), damaged blobs, two writers on one file.
+** ours (left byte-for-byte unchanged), damaged blobs, two writers on one file,
+** a fresh answer replacing its problem's stale ones.
 ** Everything is written under a fresh mkdtemp directory in /tmp, removed at exit.
 */
 #include "autotune.h"
@@ -971,6 +972,90 @@ static void test_list_winners(void)
     at_cache_close(c);
 }
 
+/* A fresh tune's answer replaces its problem's earlier ones under the same
+** driver, NVRTC and options (another spec, templates, tuner version), in
+** or outside a transaction; other drivers, options, shapes, GPUs and the
+** trials stay; a plain put (an import) keeps the union; a failed delete
+** undoes the put. */
+static void test_replace_winners(void)
+{
+    char path[128];
+    at_cache *c = NULL;
+    int n = -1, found = -1;
+    CHECK_EQ_INT(at_cache_open(tpath(path, sizeof path, "replace.db"), &c), AT_OK);
+    if (!c)
+        return;
+    at_winner w = sample_winner(NULL, 0), q;
+    at_key stay[5] = {base_key(), base_key(), base_key(), base_key(), base_key()};
+    stay[0].driver_version = 12040;               /* another driver */
+    strcat(stay[1].options, " -DTP_WEIGHT_FP32"); /* other options */
+    strcpy(stay[2].shape, "1x2048x2048");         /* another shape */
+    stay[3].sms = 114;                            /* another GPU */
+    strcpy(stay[4].op, "gemv_add");               /* another op */
+    for (int i = 0; i < 5; i++) {
+        at_sha256_hex("old spec", 8, stay[i].space_sha);
+        CHECK_EQ_INT(at_cache_put_winner(c, &stay[i], &w), AT_OK);
+    }
+    at_key old_space = base_key(), old_tuner = base_key(), k = base_key();
+    at_sha256_hex("old spec", 8, old_space.space_sha);
+    strcpy(old_tuner.tuner_version, "0.0.9");
+    CHECK_EQ_INT(at_cache_put_winner(c, &old_space, &w), AT_OK);
+    CHECK_EQ_INT(at_cache_put_winner(c, &old_tuner, &w), AT_OK); /* an import's union: both stay */
+    at_trial t = sample_trial(1);
+    CHECK_EQ_INT(at_cache_put_trial(c, &old_space, &t), AT_OK);
+    CHECK_EQ_INT(raw_count(path, "SELECT count(*) FROM winners"), 7);
+
+    strcpy(w.params, "TP_VEC=8 TP_ROWS=8");
+    w.us = 12.0; /* slower than the rows it replaces: the runtime would have served those */
+    CHECK_EQ_INT(at_cache_replace_winners(c, &k, &w, &n), AT_OK);
+    CHECK_EQ_INT(n, 2);
+    CHECK_EQ_INT(at_cache_get_winner(c, &k, &q, &found), AT_OK);
+    CHECK_EQ_INT(found, 1);
+    CHECK_STR_HAS(q.params, "TP_ROWS=8");
+    at_winner_clear(&q);
+    CHECK_EQ_INT(at_cache_get_winner(c, &old_space, &q, &found), AT_OK);
+    CHECK_EQ_INT(found, 0);
+    CHECK_EQ_INT(at_cache_get_winner(c, &old_tuner, &q, &found), AT_OK);
+    CHECK_EQ_INT(found, 0);
+    for (int i = 0; i < 5; i++) {
+        CHECK_EQ_INT(at_cache_get_winner(c, &stay[i], &q, &found), AT_OK);
+        CHECK_EQ_INT(found, 1);
+        at_winner_clear(&q);
+    }
+    CHECK_EQ_INT(raw_count(path, "SELECT count(*) FROM winners"), 6);
+    CHECK_EQ_INT(raw_count(path, "SELECT count(*) FROM trials"), 1);
+
+    /* again, the same key: nothing else to replace (NULL count allowed) */
+    CHECK_EQ_INT(at_cache_replace_winners(c, &k, &w, &n), AT_OK);
+    CHECK_EQ_INT(n, 0);
+    CHECK_EQ_INT(at_cache_replace_winners(c, &k, &w, NULL), AT_OK);
+    /* inside a transaction: a savepoint, committed with it */
+    CHECK_EQ_INT(at_cache_put_winner(c, &old_space, &w), AT_OK);
+    CHECK_EQ_INT(at_cache_begin(c), AT_OK);
+    CHECK_EQ_INT(at_cache_replace_winners(c, &k, &w, &n), AT_OK);
+    CHECK_EQ_INT(n, 1);
+    CHECK_EQ_INT(at_cache_commit(c), AT_OK);
+    CHECK_EQ_INT(raw_count(path, "SELECT count(*) FROM winners"), 6);
+    at_cache_close(c);
+
+    /* the delete refused (a trigger): the error names it, and the put is undone with it */
+    CHECK_EQ_INT(at_cache_open(path, &c), AT_OK);
+    if (!c)
+        return;
+    CHECK_EQ_INT(at_cache_put_winner(c, &old_space, &w), AT_OK);
+    CHECK_EQ_INT(raw_exec(path, "CREATE TRIGGER no_delete BEFORE DELETE ON winners BEGIN"
+                                " SELECT RAISE(ABORT, 'deletes refused'); END"),
+                 SQLITE_OK);
+    strcpy(w.params, "TP_VEC=8 TP_ROWS=16");
+    CHECK_EQ_INT(at_cache_replace_winners(c, &k, &w, &n), AT_ERR_CACHE);
+    CHECK_STR_HAS(at_errmsg(), "supersede winners");
+    CHECK_EQ_INT(at_cache_get_winner(c, &k, &q, &found), AT_OK);
+    CHECK_STR_HAS(q.params, "TP_ROWS=8"); /* the put was undone with it */
+    at_winner_clear(&q);
+    CHECK_EQ_INT(raw_count(path, "SELECT count(*) FROM winners"), 7);
+    at_cache_close(c);
+}
+
 int main(void)
 {
     strcpy(tmpdir, "/tmp/test_cache.XXXXXX");
@@ -997,6 +1082,7 @@ int main(void)
     TT_RUN(test_processes);
     TT_RUN(test_default_path);
     TT_RUN(test_list_winners);
+    TT_RUN(test_replace_winners);
     nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return TT_DONE();
 }

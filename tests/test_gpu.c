@@ -157,7 +157,7 @@ static void tune_fused_2x1024x1024(cli_out *o, const char *more)
 ** baseline 0's description; a rerun answers from the cache; the stored
 ** answer is a fused kernel or "unfused", found by a compile-ahead as well;
 ** a component's other winner makes it a miss (the components' winners are
-** in its key). */
+** in its key), and the retune's answer replaces the stale one. */
 static void fused_tunes_its_components_first(void)
 {
     if (!gpu_present())
@@ -212,6 +212,7 @@ static void fused_tunes_its_components_first(void)
     tune_fused_2x1024x1024(&o, "--json");
     CHECK_STR_HAS(o.out, "\"from_cache\":false");
     CHECK_STR_HAS(o.out, " gemv=cublas]");
+    CHECK_STR_HAS(o.out, "\"superseded\":1"); /* the stale answer is gone: the runtime cannot serve it */
     tune_fused_2x1024x1024(&o, "--json");
     CHECK_STR_HAS(o.out, "\"from_cache\":true");
 }

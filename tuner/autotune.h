@@ -269,6 +269,8 @@ typedef struct at_search_result {
     int launches;        /* launches per graph replay */
     int reps;
     at_winner winner;    /* stored answer (cubin owned) */
+    int nsuperseded;     /* earlier answers of this problem the stored one replaced
+                            (at_cache_replace_winners) */
     double base_us, base_min, base_max, base_stream_us;
     double t_compile, t_verify, t_time, t_total; /* seconds */
     double t_setup; /* of the GPU part before verify: context, cuBLAS, copies */

@@ -321,7 +321,11 @@ void at_report_text(FILE *f, const at_search_opts *o, const at_search_result *r,
         for (int b = 1; b < nbase(r); b++)
             if (w->us > 0)
                 fprintf(f, ", %.2fx %s", r->baselines[b].us / w->us, r->baselines[b].label);
-        fprintf(f, "  stored in %s\n", db_path);
+        fprintf(f, "  stored in %s", db_path);
+        if (r->nsuperseded > 0)
+            fprintf(f, ", replacing %d earlier answer%s for this shape", r->nsuperseded,
+                    r->nsuperseded == 1 ? "" : "s");
+        fputc('\n', f);
     }
 }
 
@@ -387,9 +391,9 @@ void at_report_json(FILE *f, const at_search_opts *o, const at_search_result *r,
     jstr(f, shape);
     fprintf(f, ",\"status\":%d,\"error\":", status);
     jstr(f, status ? at_errmsg() : "");
-    fprintf(f, ",\"from_cache\":%s,\"dry_run\":%s,\"interrupted\":%s,\"db\":",
+    fprintf(f, ",\"from_cache\":%s,\"dry_run\":%s,\"interrupted\":%s,\"superseded\":%d,\"db\":",
             r->from_cache ? "true" : "false", r->dry_run ? "true" : "false",
-            r->interrupted ? "true" : "false");
+            r->interrupted ? "true" : "false", r->nsuperseded);
     jstr(f, db_path ? db_path : "");
     fputs(",\"key_sha\":", f);
     jstr(f, r->key_sha);

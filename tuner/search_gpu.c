@@ -672,7 +672,10 @@ int at_search_phase_final(run *r)
         w->us_max = res->base_max;
     }
     w->speedup = w->us > 0 ? res->base_us / w->us : 1.0;
-    if (!interrupted(r->o) && r->cache && (rc = at_cache_put_winner(r->cache, &res->key, w)) != AT_OK)
+    /* the answer replaces the problem's earlier ones (another spec,
+    ** templates, components), so the runtime cannot serve a stale row */
+    if (!interrupted(r->o) && r->cache &&
+        (rc = at_cache_replace_winners(r->cache, &res->key, w, &res->nsuperseded)) != AT_OK)
         goto done;
 done:
     free(cand);
