@@ -1,6 +1,6 @@
 /*
 ** table.c — tuned tables as files: the JSON, CSV and C-header writers, the
-** strict reader of a JSON export, and the `autotune export|import|merge|show`
+** strict reader of a JSON export, and the `autotune export|import|merge|show|prune`
 ** command line. Invariant: output is a function of the rows alone (sorted, no
 ** timestamps, shortest round-trip numbers), so JSON and CSV are byte-stable
 ** through export -> import -> export; nothing read is trusted (keys
@@ -934,24 +934,30 @@ static void sub_usage(FILE *f)
           "       autotune import FILE [--db FILE]\n"
           "       autotune merge OTHER.db [--db FILE]\n"
           "       autotune show [--db FILE] [--device NAME]\n"
+          "       autotune prune [--db FILE] [--dry-run]\n"
           "\n"
           "export writes the winners of one GPU (the cache's only one, --device NAME, or\n"
           "--all) as JSON, CSV or a C header; import reads a JSON export into the cache;\n"
           "merge brings in every winner of another cache; on a key present in both the\n"
           "entry with the lower measured us is kept, and each such choice is printed.\n"
-          "show lists what is tuned per GPU. --db defaults to the tuning cache.\n",
+          "show lists what is tuned per GPU. prune deletes the winners the runtime never\n"
+          "serves: of the rows one shape has on one GPU under one driver, NVRTC version\n"
+          "and set of options (left by imports, merges or older retunes), all but the\n"
+          "lowest us; --dry-run lists them and deletes nothing. --db defaults to the\n"
+          "tuning cache.\n",
           f);
 }
 
 /* The CLI's options; which ones a subcommand takes is checked in parse_sub. */
 typedef struct sub_opts {
     const char *db, *device, *format, *output, *file;
-    int all, help;
+    int all, help, dry_run;
 } sub_opts;
 
 static int parse_sub(const char *cmd, int argc, char **argv, sub_opts *o)
 {
-    int exp = !strcmp(cmd, "export"), show = !strcmp(cmd, "show"), takes_file = !exp && !show;
+    int exp = !strcmp(cmd, "export"), show = !strcmp(cmd, "show"), prune = !strcmp(cmd, "prune");
+    int takes_file = !exp && !show && !prune;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL, **dst = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -972,6 +978,8 @@ static int parse_sub(const char *cmd, int argc, char **argv, sub_opts *o)
             *dst = argv[++i];
         } else if (exp && !strcmp(a, "--all")) {
             o->all = 1;
+        } else if (prune && !strcmp(a, "--dry-run")) {
+            o->dry_run = 1;
         } else if (takes_file && a[0] != '-' && !o->file) {
             o->file = a;
         } else {
@@ -996,8 +1004,9 @@ int at_table_main(int argc, char **argv)
     const char *cmd = argc > 0 ? argv[0] : "";
     at_table_format fmt = AT_TABLE_JSON;
     int st;
-    if (strcmp(cmd, "export") && strcmp(cmd, "import") && strcmp(cmd, "merge") && strcmp(cmd, "show"))
-        st = at_fail(AT_ERR_USAGE, "unknown subcommand '%s' (export, import, merge, show)", cmd);
+    if (strcmp(cmd, "export") && strcmp(cmd, "import") && strcmp(cmd, "merge") && strcmp(cmd, "show") &&
+        strcmp(cmd, "prune"))
+        st = at_fail(AT_ERR_USAGE, "unknown subcommand '%s' (export, import, merge, show, prune)", cmd);
     else
         st = parse_sub(cmd, argc, argv, &o);
     if (st == AT_OK && o.help) {
@@ -1017,6 +1026,8 @@ int at_table_main(int argc, char **argv)
             st = at_table_import(o.db, o.file, stdout);
         else if (!strcmp(cmd, "merge"))
             st = at_table_merge(o.db, o.file, stdout);
+        else if (!strcmp(cmd, "prune"))
+            st = at_table_prune(o.db, o.dry_run, stdout);
         else
             st = at_table_show(o.db, o.device, stdout);
     }

@@ -94,6 +94,13 @@ int at_table_merge(const char *db_path, const char *other_path, FILE *report);
 ** "nothing tuned yet"; `device` (may be NULL) picks GPUs by name,
 ** AT_ERR_USAGE when none has it. A missing cache prints "nothing tuned yet". */
 int at_table_show(const char *db_path, const char *device, FILE *f);
+/* Deletes, per shape of one GPU under one driver, NVRTC version and set of
+** compile options, every winner but the one the runtime serves (lowest µs,
+** then key_sha), in one transaction, printing a line for each and a
+** summary; dry_run prints the same and deletes nothing (the cache opened
+** read-only). A missing cache prints "nothing to prune" and is not made
+** (cache_prune.c). */
+int at_table_prune(const char *db_path, int dry_run, FILE *report);
 
 /* ------------------------------------------------------ formats (table.c) */
 

@@ -3,7 +3,8 @@
 ** (JSON, CSV, a C header that compiles and links), byte-stable round trips
 ** through import, merge conflicts (the faster entry wins, and says so), bad
 ** tables and foreign caches refused with the cache left byte-for-byte as it
-** was, export errors, show. Everything lives in a fresh mkdtemp folder.
+** was, export errors, show, prune (the rows the runtime never serves).
+** Everything lives in a fresh mkdtemp folder.
 */
 #include "autotune.h"
 #include "json.h"
@@ -783,6 +784,100 @@ static void test_show(void)
     CHECK(access(p, F_OK) != 0);
 }
 
+/* prune: of one shape's rows on one GPU under one driver, NVRTC version and
+** set of options, the one the runtime serves stays (lowest us, an
+** unmeasured one last, ties to the lower key_sha); other drivers, options,
+** shapes and GPUs stay; --dry-run lists the same and leaves the file as it
+** was; a second prune finds nothing; a missing cache is not made. */
+static void test_prune(void)
+{
+    char db[128], none[128];
+    at_cache *c = NULL;
+    CHECK_EQ_INT(at_cache_open(tpath(db, sizeof db, "prune.db"), &c), AT_OK);
+    if (!c)
+        return;
+    at_cache_put_device(c, &H200);
+    at_key served = key_for(&H200, "1x2048x8192", AT_BF16), other_space = served, unmeasured = served;
+    at_key old_driver = served, fp32 = served, tie_a = key_for(&H200, "4x2048x2048", AT_BF16), tie_b = tie_a;
+    at_key rtx = key_for(&RTX, "1x2048x8192", AT_BF16);
+    at_sha256_hex("other space", 11, other_space.space_sha);
+    strcpy(unmeasured.tuner_version, "0.0.1");
+    old_driver.driver_version = 12040;
+    strcat(fp32.options, " -DTP_WEIGHT_FP32=1");
+    at_sha256_hex("tie space", 9, tie_b.space_sha);
+    put(c, &other_space, make_winner("TP_ROWS=1", 8.5, 10.7, 100, 1));
+    put(c, &served, make_winner("TP_ROWS=2", 8.25, 10.7, 100, 2));
+    at_winner w = make_winner("TP_ROWS=3", 1.0, 10.7, 100, 3);
+    w.us = NAN; /* not measured: ranked last */
+    put(c, &unmeasured, w);
+    put(c, &old_driver, make_winner("TP_ROWS=4", 9.0, 10.7, 100, 4)); /* other driver: ranked apart */
+    put(c, &fp32, make_winner("TP_ROWS=5", 9.5, 10.7, 100, 5));       /* other options */
+    put(c, &rtx, make_winner("TP_ROWS=6", 70.0, 80.0, 100, 6));       /* another GPU */
+    put(c, &tie_a, make_winner("TP_ROWS=7", 4.0, 6.0, 100, 7));
+    put(c, &tie_b, make_winner("TP_ROWS=8", 4.0, 6.0, 100, 8));
+    at_cache_close(c);
+    char sa[65], sb[65];
+    at_key_digest(&tie_a, sa);
+    at_key_digest(&tie_b, sb);
+    const at_key *tie_kept = strcmp(sa, sb) < 0 ? &tie_a : &tie_b, *tie_gone = tie_kept == &tie_a ? &tie_b : &tie_a;
+
+    size_t n0, n1;
+    char *before = slurp(db, &n0);
+    FILE *f = tmpfile();
+    CHECK_EQ_INT(at_table_prune(db, 1, f), AT_OK);
+    char *r = drain(f), *after = slurp(db, &n1);
+    CHECK_STR_HAS(r, "  gemv bf16 1x2048x8192 on NVIDIA H200 (driver 13000): 8.50 us (key ");
+    CHECK_STR_HAS(r, ") goes, 8.25 us (key ");
+    CHECK_STR_HAS(r, "  gemv bf16 1x2048x8192 on NVIDIA H200 (driver 13000): not measured (key ");
+    CHECK_STR_HAS(r, "  gemv bf16 4x2048x2048 on NVIDIA H200 (driver 13000): 4.00 us (key ");
+    CHECK_STR_HAS(r, "would prune 3 of 8 winners in ");
+    CHECK_STR_HAS(r, "(--dry-run: nothing deleted)");
+    CHECK(strstr(r, "driver 12040") == NULL && strstr(r, "RTX") == NULL);
+    CHECK(before && after && n0 == n1 && memcmp(before, after, n0) == 0);
+    free(r);
+    free(before);
+    free(after);
+
+    f = tmpfile();
+    CHECK_EQ_INT(at_table_prune(db, 0, f), AT_OK);
+    r = drain(f);
+    CHECK_STR_HAS(r, "pruned 3 of 8 winners in ");
+    free(r);
+    CHECK_EQ_INT(at_cache_open(db, &c), AT_OK);
+    check_winner(c, &served, 8.25, "TP_ROWS=2", 100);
+    check_winner(c, &old_driver, 9.0, "TP_ROWS=4", 100);
+    check_winner(c, &fp32, 9.5, "TP_ROWS=5", 100);
+    check_winner(c, &rtx, 70.0, "TP_ROWS=6", 100);
+    check_winner(c, tie_kept, 4.0, tie_kept == &tie_a ? "TP_ROWS=7" : "TP_ROWS=8", 100);
+    const at_key *gone[] = {&other_space, &unmeasured, tie_gone};
+    for (int i = 0; i < 3; i++) {
+        int found = -1;
+        CHECK_EQ_INT(at_cache_get_winner(c, gone[i], &w, &found), AT_OK);
+        CHECK_EQ_INT(found, 0);
+    }
+    at_cache_close(c);
+
+    char *again[] = {"prune", "--db", db, NULL};
+    f = tmpfile();
+    CHECK_EQ_INT(at_table_prune(db, 0, f), AT_OK);
+    r = drain(f);
+    CHECK_STR_HAS(r, "nothing to prune: ");
+    CHECK_STR_HAS(r, "(5)");
+    free(r);
+    CHECK_EQ_INT(at_table_main(3, again), AT_OK);
+    f = tmpfile();
+    CHECK_EQ_INT(at_table_prune(tpath(none, sizeof none, "none.db"), 0, f), AT_OK);
+    r = drain(f);
+    CHECK_STR_HAS(r, "nothing to prune (no cache at ");
+    free(r);
+    CHECK(access(none, F_OK) != 0);
+    char *bad1[] = {"prune", "--db", db, "other.db", NULL};
+    CHECK_EQ_INT(at_table_main(4, bad1), AT_ERR_USAGE);
+    CHECK_STR_HAS(at_errmsg(), "prune: unexpected argument 'other.db'");
+    char *bad2[] = {"show", "--db", db, "--dry-run", NULL};
+    CHECK_EQ_INT(at_table_main(4, bad2), AT_ERR_USAGE);
+}
+
 static void test_cli_args(void)
 {
     char db[128], out[128];
@@ -831,6 +926,7 @@ int main(void)
     TT_RUN(test_merge_refused);
     TT_RUN(test_export_errors);
     TT_RUN(test_show);
+    TT_RUN(test_prune);
     TT_RUN(test_cli_args);
     nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return TT_DONE();

@@ -116,6 +116,8 @@ static void usage(FILE *f)
         "  import FILE      bring a JSON table into the cache (faster entry wins)\n"
         "  merge OTHER.db   bring in every winner of another cache (faster wins)\n"
         "  show [--device NAME]  what is tuned, per GPU\n"
+        "  prune [--dry-run]  delete the winners the runtime never serves (a shape's\n"
+        "                   slower rows under one driver, left by imports and merges)\n"
         "  validate [--db F] [--m LO..HI]  on the GPU, the runtime's choice at every M\n"
         "                   of every tuned shape against its fallback; stores\n"
         "                   overrides where the choice lost\n"
@@ -334,9 +336,9 @@ int main(int argc, char **argv)
             fprintf(stderr, "autotune validate: %s\n", at_errmsg());
         return vrc;
     }
-    /* export / import / merge / show: tables, in table.c */
+    /* export / import / merge / show / prune: tables, in table.c (prune: cache_prune.c) */
     if (argc > 1 && (!strcmp(argv[1], "export") || !strcmp(argv[1], "import") || !strcmp(argv[1], "merge") ||
-                     !strcmp(argv[1], "show")))
+                     !strcmp(argv[1], "show") || !strcmp(argv[1], "prune")))
         return at_table_main(argc - 1, argv + 1);
 
     at_search_opts o = {.dtype = AT_BF16, .reps = 7};
