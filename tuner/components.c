@@ -53,10 +53,9 @@ int at_search_components(const at_search_opts *o, const at_op *op, at_progress *
     at_op_component comp[AT_OP_MAX_COMPONENTS];
     char idents[AT_OP_MAX_COMPONENTS * 1200] = "";
     size_t used = 0, ilen = 0;
-    int n, rc = AT_OK;
+    int n, rc = AT_OK, all_cached = 1;
     if (len)
         tuned[0] = '\0';
-    int all_cached = 1;
     if (!op->components || o->dry_run || o->verify_only)
         return AT_OK; /* nothing timed: the cache's components serve as they are */
     n = op->components(o, comp, AT_OP_MAX_COMPONENTS);
