@@ -75,13 +75,15 @@ static int sql_fail(at_cache *c, int rc, const char *what)
 }
 
 /* Finds the rows to delete (keys into *dead, a malloc'ed array of 65-byte
-** digests), printing one line each. */
+** digests; dead NULL: counted only), printing one line each to report (may
+** be NULL). */
 static int find_dead(at_cache *c, FILE *report, char (**dead)[65], int *ndead, int *nrows)
 {
     sqlite3_stmt *s = NULL;
     prune_row kept, r;
     int rc, cap = 0, st = AT_OK;
-    *dead = NULL;
+    if (dead)
+        *dead = NULL;
     *ndead = *nrows = 0;
     if ((rc = sqlite3_prepare_v2(c->db, PRUNE_SQL, -1, &s, NULL)) != SQLITE_OK)
         return sql_fail(c, rc, "read winners");
@@ -89,6 +91,10 @@ static int find_dead(at_cache *c, FILE *report, char (**dead)[65], int *ndead, i
         read_row(s, &r);
         if (!(*nrows)++ || !same_shape(&kept, &r)) {
             kept = r; /* the first of its shape: the one served */
+            continue;
+        }
+        if (!dead) {
+            ++*ndead;
             continue;
         }
         if (*ndead == cap) {
@@ -101,6 +107,8 @@ static int find_dead(at_cache *c, FILE *report, char (**dead)[65], int *ndead, i
             *dead = grown;
         }
         memcpy((*dead)[(*ndead)++], r.key_sha, 65);
+        if (!report)
+            continue;
         char ud[32], uk[32];
         us_text(r.us, ud, sizeof ud);
         us_text(kept.us, uk, sizeof uk);
@@ -136,6 +144,21 @@ static int delete_dead(at_cache *c, char (*dead)[65], int ndead)
         return st;
     }
     return AT_OK;
+}
+
+int at_cache_count_unserved(at_cache *c, int *n)
+{
+    int nrows = 0;
+    return find_dead(c, NULL, NULL, n, &nrows);
+}
+
+void at_cache_hint_unserved(at_cache *c, FILE *f)
+{
+    int n = 0;
+    if (f && at_cache_count_unserved(c, &n) == AT_OK && n > 0)
+        fprintf(f, "%d winner%s never served (another row of the same shape, GPU and driver measured faster):"
+                   " autotune prune removes %s\n",
+                n, n == 1 ? " is" : "s are", n == 1 ? "it" : "them");
 }
 
 int at_table_prune(const char *db_path, int dry_run, FILE *report)

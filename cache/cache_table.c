@@ -545,6 +545,8 @@ int at_cache_apply_table(at_cache *c, const at_table *t, const char *source, FIL
         st = at_fail(AT_ERR_NOMEM, "out of memory");
     if (st == AT_OK && report && text)
         fputs(text, report);
+    if (st == AT_OK) /* what the union left the runtime never serves */
+        at_cache_hint_unserved(c, report);
     free(text);
     return st;
 }
@@ -766,6 +768,8 @@ int at_table_show(const char *db_path, const char *device, FILE *f)
             fprintf(f, "nothing tuned yet (no GPU in %s)\n", db_path);
         for (size_t i = 0; st == AT_OK && i < t.ndevices; i++)
             show_device(&t.devices[i], f);
+        if (st == AT_OK)
+            at_cache_hint_unserved(c, f);
     }
     at_cache_close(c);
     at_table_free(&t);

@@ -101,6 +101,11 @@ int at_table_show(const char *db_path, const char *device, FILE *f);
 ** read-only). A missing cache prints "nothing to prune" and is not made
 ** (cache_prune.c). */
 int at_table_prune(const char *db_path, int dry_run, FILE *report);
+/* How many winners of the open cache prune would delete (read-only). */
+int at_cache_count_unserved(at_cache *c, int *n);
+/* One line on f saying how many winners are never served and that prune
+** removes them; nothing when there are none (or on a read error). */
+void at_cache_hint_unserved(at_cache *c, FILE *f);
 
 /* ------------------------------------------------------ formats (table.c) */
 

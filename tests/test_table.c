@@ -787,8 +787,9 @@ static void test_show(void)
 /* prune: of one shape's rows on one GPU under one driver, NVRTC version and
 ** set of options, the one the runtime serves stays (lowest us, an
 ** unmeasured one last, ties to the lower key_sha); other drivers, options,
-** shapes and GPUs stay; --dry-run lists the same and leaves the file as it
-** was; a second prune finds nothing; a missing cache is not made. */
+** shapes and GPUs stay; show and a merge that leave such rows say so;
+** --dry-run lists the same and leaves the file as it was; a second prune
+** finds nothing; a missing cache is not made. */
 static void test_prune(void)
 {
     char db[128], none[128];
@@ -821,16 +822,37 @@ static void test_prune(void)
     at_key_digest(&tie_b, sb);
     const at_key *tie_kept = strcmp(sa, sb) < 0 ? &tie_a : &tie_b, *tie_gone = tie_kept == &tie_a ? &tie_b : &tie_a;
 
+    FILE *f = tmpfile();
+    CHECK_EQ_INT(at_table_show(db, NULL, f), AT_OK); /* show says so */
+    char *r = drain(f);
+    CHECK_STR_HAS(r, "3 winners are never served (another row of the same shape, GPU and driver measured "
+                     "faster): autotune prune removes them\n");
+    free(r);
+    /* a merge that leaves such rows says so too */
+    char other[128];
+    CHECK_EQ_INT(at_cache_open(tpath(other, sizeof other, "prune_other.db"), &c), AT_OK);
+    at_cache_put_device(c, &H200);
+    at_key newer = served;
+    at_sha256_hex("newer space", 11, newer.space_sha);
+    put(c, &newer, make_winner("TP_ROWS=9", 8.75, 10.7, 100, 9));
+    at_cache_close(c);
+    f = tmpfile();
+    CHECK_EQ_INT(at_table_merge(db, other, f), AT_OK);
+    r = drain(f);
+    CHECK_STR_HAS(r, "4 winners are never served");
+    free(r);
+
     size_t n0, n1;
     char *before = slurp(db, &n0);
-    FILE *f = tmpfile();
+    f = tmpfile();
     CHECK_EQ_INT(at_table_prune(db, 1, f), AT_OK);
-    char *r = drain(f), *after = slurp(db, &n1);
+    r = drain(f);
+    char *after = slurp(db, &n1);
     CHECK_STR_HAS(r, "  gemv bf16 1x2048x8192 on NVIDIA H200 (driver 13000): 8.50 us (key ");
     CHECK_STR_HAS(r, ") goes, 8.25 us (key ");
     CHECK_STR_HAS(r, "  gemv bf16 1x2048x8192 on NVIDIA H200 (driver 13000): not measured (key ");
     CHECK_STR_HAS(r, "  gemv bf16 4x2048x2048 on NVIDIA H200 (driver 13000): 4.00 us (key ");
-    CHECK_STR_HAS(r, "would prune 3 of 8 winners in ");
+    CHECK_STR_HAS(r, "would prune 4 of 9 winners in ");
     CHECK_STR_HAS(r, "(--dry-run: nothing deleted)");
     CHECK(strstr(r, "driver 12040") == NULL && strstr(r, "RTX") == NULL);
     CHECK(before && after && n0 == n1 && memcmp(before, after, n0) == 0);
@@ -841,7 +863,7 @@ static void test_prune(void)
     f = tmpfile();
     CHECK_EQ_INT(at_table_prune(db, 0, f), AT_OK);
     r = drain(f);
-    CHECK_STR_HAS(r, "pruned 3 of 8 winners in ");
+    CHECK_STR_HAS(r, "pruned 4 of 9 winners in ");
     free(r);
     CHECK_EQ_INT(at_cache_open(db, &c), AT_OK);
     check_winner(c, &served, 8.25, "TP_ROWS=2", 100);
@@ -849,8 +871,8 @@ static void test_prune(void)
     check_winner(c, &fp32, 9.5, "TP_ROWS=5", 100);
     check_winner(c, &rtx, 70.0, "TP_ROWS=6", 100);
     check_winner(c, tie_kept, 4.0, tie_kept == &tie_a ? "TP_ROWS=7" : "TP_ROWS=8", 100);
-    const at_key *gone[] = {&other_space, &unmeasured, tie_gone};
-    for (int i = 0; i < 3; i++) {
+    const at_key *gone[] = {&other_space, &unmeasured, tie_gone, &newer};
+    for (int i = 0; i < 4; i++) {
         int found = -1;
         CHECK_EQ_INT(at_cache_get_winner(c, gone[i], &w, &found), AT_OK);
         CHECK_EQ_INT(found, 0);
@@ -863,6 +885,11 @@ static void test_prune(void)
     r = drain(f);
     CHECK_STR_HAS(r, "nothing to prune: ");
     CHECK_STR_HAS(r, "(5)");
+    free(r);
+    f = tmpfile();
+    CHECK_EQ_INT(at_table_show(db, NULL, f), AT_OK);
+    r = drain(f);
+    CHECK(r && strstr(r, "never served") == NULL);
     free(r);
     CHECK_EQ_INT(at_table_main(3, again), AT_OK);
     f = tmpfile();
