@@ -52,6 +52,15 @@ local function params(list)
   return list
 end
 
+-- TP_PF (warp_row and splitk): the block's weight tile asked of L2 before
+-- the PDL wait. Searched where a prologue (the norm's sum of squares) or an
+-- epilogue read (the residual) sits between the wait and the weights; the
+-- plain gemv keeps its space.
+local function pf(list)
+  if ADD == 1 or FUSED then list[#list + 1] = { "TP_PF", { 0, 1 } } end
+  return list
+end
+
 -- Weight rows a thread holds per output row: SwiGLU reads the gate's and the up's.
 local function wrows(p) return p.TP_ROWS * (1 + SWIGLU) end
 
@@ -176,14 +185,14 @@ return {
       name = "warp_row",
       template = "gemv/gemv_warp_row.cu",
       kernel = "gemv_warp_row",
-      params = params {
+      params = pf(params {
         { "TP_WARPS",  { 1, 2, 4, 8, 16 } },
         { "TP_ROWS",   { 1, 2, 4, 8 } },
         { "TP_VEC",    { 8, 4, 2, 1 } },
         { "TP_UNROLL", { 1, 2, 4, 8 } },
         { "TP_CACHE",  { 0, 1, 2 } },
         { "TP_PDL",    { 0, 1 } },
-      },
+      }),
       constraints = {
         bf16_needs_sm80, pdl_needs_sm90, vec_divides_k, widest_vec, registers_for_loads, unroll_within_k(1),
         { "block_n_within_n", function(p, s)
@@ -201,7 +210,7 @@ return {
       name = "splitk",
       template = "gemv/gemv_splitk.cu",
       kernel = "gemv_splitk",
-      params = params {
+      params = pf(params {
         { "TP_WARPS",  { 2, 4, 8, 16 } },
         { "TP_WPR",    { 2, 4, 8, 16 } },
         { "TP_ROWS",   { 1, 2, 4 } },
@@ -209,7 +218,7 @@ return {
         { "TP_UNROLL", { 1, 2, 4 } },
         { "TP_CACHE",  { 0, 1, 2 } },
         { "TP_PDL",    { 0, 1 } },
-      },
+      }),
       constraints = {
         bf16_needs_sm80, pdl_needs_sm90,
         { "wpr_divides_warps", function(p, s) return p.TP_WARPS % p.TP_WPR == 0 end },

@@ -969,7 +969,7 @@ static void test_allow_spills_field(void)
 
 /* search/gemv.lua serves gemv and gemv_add: the loader hands it the op;
 ** gemv_add's candidates are gemv's with TP_ADD=1 appended (gemv's keep
-** their parameter strings), its bytes count the residual read and write,
+** their parameter strings), and in warp_row and splitk TP_PF 0 and 1, its bytes count the residual read and write,
 ** another op is refused by name, and the default path maps gemv_add to
 ** gemv.lua. */
 static void test_gemv_spec_serves_gemv_add(void)
@@ -1001,18 +1001,46 @@ static void test_gemv_spec_serves_gemv_add(void)
         pb.op = "gemv_add";
         CHECK_EQ_INT(at_spec_expand(a, &pb, &ca, &na), AT_OK);
         CHECK(ng > 0);
-        CHECK_EQ_INT(na, ng);
-        int live = 0;
-        for (int k = 0; k < ng && k < na; k++) {
-            char pg[256], pa[256], want[300];
-            at_candidate_params_string(&cg[k], pg, sizeof pg);
-            at_candidate_params_string(&ca[k], pa, sizeof pa);
-            snprintf(want, sizeof want, "%s TP_ADD=1", pg);
-            CHECK(strcmp(pa, want) == 0);
+        /* gemv's space with TP_ADD=1, and TP_PF 0 and 1 in warp_row and
+        ** splitk (strategies 0 and 1): gemv's candidate k, then a's in
+        ** order, each pruned alike */
+        int live = 0, j = 0, pf_seen[2] = {0, 0};
+        char (*sa)[256] = calloc((size_t)na + 1, 256);
+        CHECK(sa != NULL);
+        if (!sa)
+            return;
+        for (int t = 0; t < na; t++)
+            at_candidate_params_string(&ca[t], sa[t], 256);
+        for (int k = 0; k < ng; k++) {
+            const int npf = cg[k].strategy <= 1 ? 2 : 1;
             CHECK_EQ_INT((int)at_candidate_param(&cg[k], "TP_ADD", -1), -1);
-            CHECK(strcmp(cg[k].pruned_by, ca[k].pruned_by) == 0);
-            live += !ca[k].pruned_by[0];
+            CHECK_EQ_INT((int)at_candidate_param(&cg[k], "TP_PF", -1), -1);
+            char pg[256];
+            at_candidate_params_string(&cg[k], pg, sizeof pg);
+            for (int f = 0; f < npf; f++) {
+                const at_candidate *c = NULL;
+                char want[300];
+                if (npf == 2)
+                    snprintf(want, sizeof want, "%s TP_ADD=1 TP_PF=%d", pg, f);
+                else
+                    snprintf(want, sizeof want, "%s TP_ADD=1", pg);
+                for (int t = 0; t < na && !c; t++) /* wherever the expansion put it */
+                    if (strcmp(sa[t], want) == 0)
+                        c = &ca[t];
+                CHECK(c != NULL);
+                if (!c)
+                    continue;
+                j++;
+                CHECK(strcmp(cg[k].pruned_by, c->pruned_by) == 0);
+                live += !c->pruned_by[0];
+                if (npf == 2)
+                    pf_seen[f]++;
+            }
         }
+        free(sa);
+        CHECK_EQ_INT(na, j);
+        CHECK_EQ_INT(pf_seen[0], pf_seen[1]);
+        CHECK(i == 0 ? pf_seen[0] > 0 : pf_seen[0] == 0); /* M = 4: no warp_row, no splitk (one_token) */
         CHECK(live > 0);
         double bg = 0, ba = 0;
         CHECK_EQ_INT(at_spec_bytes(g, &pb, &bg), AT_OK);

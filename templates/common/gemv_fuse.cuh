@@ -15,6 +15,10 @@
 **   TP_SWIGLU  0 none; 1: each output n reads two weight rows, Wg[n] (W)
 **              and Wu[n]; y = rne(silu(g) * u) with g, u the rounded sums
 **              (at_silu_mul): the intermediate never leaves the chip
+**   TP_PF      0 none; 1: the block asks L2 for its whole weight tile before
+**              the PDL wait (at_prefetch_rows), so the weights stream from
+**              memory while the block waits on the previous kernel and
+**              computes the norm; searched for the fused ops and gemv_add
 **
 ** A fused kernel (TP_NORM > 0 or TP_SWIGLU = 1) takes three parameters
 ** after the GEMV's six, always the same whatever the op (AT_FUSE_PARAMS):
@@ -40,6 +44,47 @@
 #endif
 #if (TP_NORM || TP_SWIGLU) && TP_ADD
 #error "the fused ops store y: TP_ADD must be 0"
+#endif
+#ifndef TP_PF
+#define TP_PF 0
+#endif
+#if TP_PF != 0 && TP_PF != 1
+#error "TP_PF must be 0 or 1"
+#endif
+
+/* TP_PF=1: rows [r0, r0 + n) of w (clamped to N rows), K elements each,
+** one contiguous range, asked of L2 by the whole block: one
+** prefetch.global.L2 per 128-byte line, no register held, nothing waited
+** for. Called before the PDL wait: the first line may start before the
+** range but lies in the same line (so the same page) as its first byte,
+** and L2 is where every SM's writes meet, so nothing stale can be read. */
+__device__ __forceinline__ void at_prefetch_rows(const at_elem *w, long long r0, long long n, int K, int N)
+{
+#if TP_PF
+    if (r0 >= N)
+        return;
+    if (r0 + n > N)
+        n = N - r0;
+    const unsigned long long a = (unsigned long long)(w + r0 * K);
+    const unsigned long long end = a + (unsigned long long)(n * K) * sizeof(at_elem);
+    for (unsigned long long p = (a & ~127ull) + threadIdx.x * 128ull; p < end; p += blockDim.x * 128ull)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#else
+    (void)w, (void)r0, (void)n, (void)K, (void)N;
+#endif
+}
+#if TP_ADD
+/* gemv_add's store (AT_STORE_OUT, common/dtype.cuh) with the residual's
+** value r read earlier, right after the PDL wait and off the kernel's tail,
+** by the thread that stores it: the same rounding. */
+#define AT_STORE_OUT_R(dst, acc, r) ((dst) = at_from_float((r) + at_to_float(at_from_float(acc))))
+#endif
+
+/* The block's tile of W, and of Wu with SwiGLU. */
+#if TP_SWIGLU
+#define AT_PREFETCH_TILE(r0, n) (at_prefetch_rows(W, (r0), (n), K, N), at_prefetch_rows(Wu, (r0), (n), K, N))
+#else
+#define AT_PREFETCH_TILE(r0, n) at_prefetch_rows(W, (r0), (n), K, N)
 #endif
 
 #define AT_FUSED (TP_NORM > 0 || TP_SWIGLU)

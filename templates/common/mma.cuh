@@ -211,6 +211,34 @@ __device__ __forceinline__ void at_mma_store(at_elem *y, const float (&acc)[MT][
                                              int M, int N, int lane)
 {
     const int g = lane >> 2, t = lane & 3;
+#if TP_ADD
+    /* y is the residual: every value this lane updates is read first, all
+    ** loads in flight together, then stored as AT_STORE_OUT rounds (one
+    ** round trip, not one per output: a store may alias a later load for
+    ** all the compiler knows) */
+    float r[MT][NT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const long long n = row0 + mt * 16 + g + (i >> 1) * 8;
+                const int tok = tok0 + nt * 8 + 2 * t + (i & 1);
+                r[mt][nt][i] = n < N && tok < M ? at_to_float(y[(long long)tok * N + n]) : 0.0f;
+            }
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const long long n = row0 + mt * 16 + g + (i >> 1) * 8;
+                const int tok = tok0 + nt * 8 + 2 * t + (i & 1);
+                if (n < N && tok < M)
+                    y[(long long)tok * N + n] = at_from_float(r[mt][nt][i] + at_to_float(at_from_float(acc[mt][nt][i])));
+            }
+#else
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -222,6 +250,7 @@ __device__ __forceinline__ void at_mma_store(at_elem *y, const float (&acc)[MT][
                 if (n < N && tok < M)
                     AT_STORE_OUT(y[(long long)tok * N + n], acc[mt][nt][i]);
             }
+#endif
 }
 
 #endif

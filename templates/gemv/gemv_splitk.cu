@@ -20,6 +20,7 @@
 **              the unfused GEMV + add (the gemv_add op; common/dtype.cuh)
 **   TP_NORM    0 none; 1, 2: RMSNorm / Gemma RMSNorm of x in the prologue
 **   TP_SWIGLU  0 none; 1: y = silu(x.Wg) * (x.Wu) (common/gemv_fuse.cuh)
+**   TP_PF      1: the block's weight tile asked of L2 before the PDL wait
 **   TP_DTYPE   1 bf16, 2 fp16
 **
 ** Standalone: nvcc -arch=sm_90 -cubin -I templates templates/gemv/gemv_splitk.cu
@@ -80,6 +81,7 @@ gemv_splitk(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
         _Pragma("unroll") for (int u = 0; u < TP_UNROLL; u++) wv[r][u] = at_load_w(wr[r] + k + u * step, pol)
     if (live && k < kmain) /* weights depend on no earlier kernel: start streaming them now */
         LOAD_W_CHUNK();
+    AT_PREFETCH_TILE((long long)blockIdx.x * GROUPS * TP_ROWS, GROUPS * TP_ROWS);
     at_pdl_wait();
     at_pdl_trigger();
 #if TP_NORM
@@ -93,6 +95,16 @@ gemv_splitk(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
     const float rstd = 0.0f;
 #endif
     (void)rstd;
+#if TP_ADD
+    /* the residual this thread will update, read now rather than after the sums */
+    float rres = 0.0f;
+    if ((int)threadIdx.x < GROUPS * TP_ROWS) {
+        const long long rrow = ((long long)blockIdx.x * GROUPS + (int)threadIdx.x / TP_ROWS) * TP_ROWS +
+                               (int)threadIdx.x % TP_ROWS;
+        if (rrow < N)
+            rres = at_to_float(y[(long long)blockIdx.y * N + rrow]);
+    }
+#endif
     if (live) {
         while (k < kmain) {
             at_vec xv[TP_UNROLL];
@@ -139,7 +151,12 @@ gemv_splitk(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
         for (int i = 0; i < TP_WPR; i++)
             su += part[g][TP_ROWS + r][i];
 #endif
-        if (row < N)
+        if (row < N) {
+#if TP_ADD
+            AT_STORE_OUT_R(y[(long long)blockIdx.y * N + row], s, rres);
+#else
             AT_STORE_FUSED(y[(long long)blockIdx.y * N + row], s, su);
+#endif
+        }
     }
 }

@@ -16,6 +16,7 @@
 **              the unfused GEMV + add (the gemv_add op; common/dtype.cuh)
 **   TP_NORM    0 none; 1, 2: RMSNorm / Gemma RMSNorm of x in the prologue
 **   TP_SWIGLU  0 none; 1: y = silu(x.Wg) * (x.Wu) (common/gemv_fuse.cuh)
+**   TP_PF      1: the block's weight tile asked of L2 before the PDL wait
 **   TP_DTYPE   1 bf16, 2 fp16
 **
 ** Standalone: nvcc -arch=sm_90 -cubin -I templates templates/gemv/gemv_warp_row.cu
@@ -70,6 +71,7 @@ gemv_warp_row(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
         _Pragma("unroll") for (int u = 0; u < TP_UNROLL; u++) wv[r][u] = at_load_w(wr[r] + k + u * step, pol)
     if (row0 < N && k < kmain) /* weights depend on no earlier kernel: start streaming them now */
         LOAD_W_CHUNK();
+    AT_PREFETCH_TILE((long long)blockIdx.x * TP_WARPS * TP_ROWS, TP_WARPS * TP_ROWS);
     at_pdl_wait();
     at_pdl_trigger();
 #if TP_NORM
@@ -85,6 +87,12 @@ gemv_warp_row(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
     const float rstd = 0.0f;
 #endif
     (void)rstd;
+#if TP_ADD
+    /* the residual lane r will update (r < TP_ROWS), read now rather than after the sums */
+    float rres = 0.0f;
+    if (lane < TP_ROWS && row0 + lane < N)
+        rres = at_to_float(y[(long long)blockIdx.y * N + row0 + lane]);
+#endif
     while (k < kmain) {
         at_vec xv[TP_UNROLL];
 #pragma unroll
@@ -113,7 +121,12 @@ gemv_warp_row(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
 #if TP_SWIGLU
         float su = at_warp_sum(acc[TP_ROWS + r]);
 #endif
-        if (lane == r % 32 && row0 + r < N)
+        if (lane == r % 32 && row0 + r < N) {
+#if TP_ADD
+            AT_STORE_OUT_R(y[(long long)blockIdx.y * N + row0 + r], s, rres);
+#else
             AT_STORE_FUSED(y[(long long)blockIdx.y * N + row0 + r], s, su);
+#endif
+        }
     }
 }
