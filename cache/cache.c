@@ -120,8 +120,7 @@ static int trial_state_parse(const char *name, at_trial_state *out)
 
 /* --------------------------------------------------------------- helpers */
 
-/* sqlite failure -> at status: NOMEM stays NOMEM, the rest is a cache error. */
-static int sql_fail(at_cache *c, int rc, const char *what)
+int at_cache_sql_fail(at_cache *c, int rc, const char *what)
 {
     int st = (rc == SQLITE_NOMEM) ? AT_ERR_NOMEM : AT_ERR_CACHE;
     return at_fail(st, "sqlite: %s: %s: %s", c->path, what, sqlite3_errmsg(c->db));
@@ -134,7 +133,7 @@ static int stmt(at_cache *c, int which, sqlite3_stmt **out)
         int rc =
             sqlite3_prepare_v3(c->db, STMT_SQL[which], -1, SQLITE_PREPARE_PERSISTENT, &c->st[which], NULL);
         if (rc != SQLITE_OK)
-            return sql_fail(c, rc, "prepare");
+            return at_cache_sql_fail(c, rc, "prepare");
     }
     sqlite3_reset(c->st[which]);
     sqlite3_clear_bindings(c->st[which]);
@@ -203,7 +202,7 @@ static double col_double(sqlite3_stmt *s, int i)
 /* Ends a step: SQLITE_DONE is AT_OK, anything else names `what`. */
 static int finish(at_cache *c, sqlite3_stmt *s, int rc, const char *what)
 {
-    int st = rc == SQLITE_DONE ? AT_OK : sql_fail(c, rc, what);
+    int st = rc == SQLITE_DONE ? AT_OK : at_cache_sql_fail(c, rc, what);
     sqlite3_reset(s);
     return st;
 }
@@ -332,11 +331,11 @@ static int check_file(at_cache *c, int existed)
         snprintf(why, sizeof why, "corrupt: %s", sqlite3_errmsg(db));
         st = foreign(c, why);
     } else if (rc == SQLITE_READONLY || rc == SQLITE_CANTOPEN) { /* e.g. no -shm */
-        st = sql_fail(c, rc,
+        st = at_cache_sql_fail(c, rc,
                       "cannot open for writing (are the file and its directory "
                       "writable?)");
     } else if (rc != SQLITE_OK) {
-        st = sql_fail(c, rc, "cannot read");
+        st = at_cache_sql_fail(c, rc, "cannot read");
     } else if (v > AT_SCHEMA_VERSION) {
         st = at_fail(AT_ERR_CACHE, "%s has schema version %d, newer than this autotune (%d)", c->path, v,
                      AT_SCHEMA_VERSION);
@@ -373,14 +372,14 @@ static int ensure_schema(at_cache *c)
 {
     int v = 0, rc = sqlite3_exec(c->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
     if (rc != SQLITE_OK)
-        return sql_fail(c, rc, "cannot lock for writing");
+        return at_cache_sql_fail(c, rc, "cannot lock for writing");
     rc = query(c->db, "PRAGMA user_version", &v, NULL, 0);
     if (rc == SQLITE_OK && v == 0)
         rc = sqlite3_exec(c->db, SCHEMA_SQL, NULL, NULL, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
-        int st = sql_fail(c, rc, "cannot create schema");
+        int st = at_cache_sql_fail(c, rc, "cannot create schema");
         sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
         return st;
     }
@@ -434,7 +433,7 @@ int at_cache_open(const char *path, at_cache **out)
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(c->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
-        st = sql_fail(c, rc, "cannot set journal mode");
+        st = at_cache_sql_fail(c, rc, "cannot set journal mode");
         goto fail;
     }
     if ((st = ensure_schema(c)) != AT_OK)
@@ -623,7 +622,7 @@ int at_cache_replace_winners(at_cache *c, const at_key *k, const at_winner *w, i
     if (superseded)
         *superseded = 0;
     if ((rc = sqlite3_exec(c->db, "SAVEPOINT at_replace_winners", NULL, NULL, NULL)) != SQLITE_OK)
-        return sql_fail(c, rc, "replace winners");
+        return at_cache_sql_fail(c, rc, "replace winners");
     if ((st = at_cache_put_winner(c, k, w)) == AT_OK && (st = stmt(c, S_SUPERSEDE, &s)) == AT_OK) {
         at_key_digest(k, sha);
         at_key_dtype_text(k->dtype, dt);
@@ -635,7 +634,7 @@ int at_cache_replace_winners(at_cache *c, const at_key *k, const at_winner *w, i
     if (st != AT_OK) /* the error is set: undo the put as well */
         sqlite3_exec(c->db, "ROLLBACK TO at_replace_winners", NULL, NULL, NULL);
     if ((rc = sqlite3_exec(c->db, "RELEASE at_replace_winners", NULL, NULL, NULL)) != SQLITE_OK && st == AT_OK)
-        st = sql_fail(c, rc, "replace winners");
+        st = at_cache_sql_fail(c, rc, "replace winners");
     return st;
 }
 
@@ -708,7 +707,7 @@ void at_winner_clear(at_winner *w)
 int at_cache_begin(at_cache *c)
 {
     int rc = sqlite3_exec(c->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
-    return rc == SQLITE_OK ? AT_OK : sql_fail(c, rc, "begin");
+    return rc == SQLITE_OK ? AT_OK : at_cache_sql_fail(c, rc, "begin");
 }
 
 /* COMMIT; a no-op when no transaction is open. A failed commit is rolled
@@ -720,7 +719,7 @@ int at_cache_commit(at_cache *c)
     int rc = sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
     if (rc == SQLITE_OK)
         return AT_OK;
-    int st = sql_fail(c, rc, "commit (batch rolled back)");
+    int st = at_cache_sql_fail(c, rc, "commit (batch rolled back)");
     sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
     return st;
 }
@@ -741,12 +740,12 @@ int at_cache_list_winners(at_cache *c, const at_key *k, at_winner_ref *out, int 
     if (!c || !k || (max > 0 && !out))
         return at_fail(AT_ERR_USAGE, "at_cache_list_winners: NULL argument");
     if ((rc = sqlite3_prepare_v2(c->db, sql, -1, &s, NULL)) != SQLITE_OK)
-        return sql_fail(c, rc, "list winners");
+        return at_cache_sql_fail(c, rc, "list winners");
     at_key_dtype_text(k->dtype, dt);
     if (sqlite3_bind_text(s, 1, k->device, -1, SQLITE_STATIC) || sqlite3_bind_int(s, 2, k->cc) ||
         sqlite3_bind_int(s, 3, k->sms) || sqlite3_bind_text(s, 4, k->op, -1, SQLITE_STATIC) ||
         sqlite3_bind_text(s, 5, dt, -1, SQLITE_STATIC)) {
-        int st = sql_fail(c, bind_error(c), "list winners");
+        int st = at_cache_sql_fail(c, bind_error(c), "list winners");
         sqlite3_finalize(s);
         return st;
     }
@@ -760,7 +759,7 @@ int at_cache_list_winners(at_cache *c, const at_key *k, at_winner_ref *out, int 
         w->speedup = col_double(s, 4);
     }
     if (*n < max && rc != SQLITE_DONE) {
-        int st = sql_fail(c, rc, "list winners");
+        int st = at_cache_sql_fail(c, rc, "list winners");
         sqlite3_finalize(s);
         *n = 0;
         return st;

@@ -19,80 +19,54 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Every winner, each shape's rows together and the one served first. */
-static const char PRUNE_SQL[] =
-    "SELECT key_sha, op, dtype, shape, device, cc, sms, driver_version, nvrtc_version, options, us FROM winners"
-    " ORDER BY device, cc, sms, op, dtype, shape, driver_version, nvrtc_version, options,"
-    " (us IS NULL OR us < 0), us, key_sha";
+/* The rows the runtime never serves: per shape of one GPU under one driver,
+** NVRTC version and option set, every row ranked after the first (the row
+** served; its key and us come along for the report). SQL compares the
+** columns whole, so no field is cut to a buffer before the grouping. */
+static const char DEAD_SQL[] =
+    "SELECT key_sha, op, dtype, shape, device, driver_version, us, kept_key, kept_us FROM ("
+    " SELECT *, row_number() OVER w AS rank, first_value(key_sha) OVER w AS kept_key,"
+    " first_value(us) OVER w AS kept_us FROM winners"
+    " WINDOW w AS (PARTITION BY device, cc, sms, op, dtype, shape, driver_version, nvrtc_version, options"
+    " ORDER BY (us IS NULL OR us < 0), us, key_sha))"
+    " WHERE rank > 1 ORDER BY device, cc, sms, op, dtype, shape, driver_version, nvrtc_version, options, rank";
 
-/* A row as the ranking sees it. */
-typedef struct prune_row {
-    char key_sha[65], op[32], dtype[24], shape[64], device[128], options[160];
-    int cc, sms, driver, nvrtc;
-    double us; /* < 0: not measured */
-} prune_row;
-
-static void text(sqlite3_stmt *s, int i, char *dst, size_t cap)
+static const char *text(sqlite3_stmt *s, int i)
 {
     const unsigned char *t = sqlite3_column_text(s, i);
-    snprintf(dst, cap, "%s", t ? (const char *)t : "");
+    return t ? (const char *)t : "";
 }
 
-static void read_row(sqlite3_stmt *s, prune_row *r)
+/* "8.25 us" / "not measured" for column i */
+static void us_text(sqlite3_stmt *s, int i, char *buf, size_t len)
 {
-    text(s, 0, r->key_sha, sizeof r->key_sha);
-    text(s, 1, r->op, sizeof r->op);
-    text(s, 2, r->dtype, sizeof r->dtype);
-    text(s, 3, r->shape, sizeof r->shape);
-    text(s, 4, r->device, sizeof r->device);
-    r->cc = sqlite3_column_int(s, 5);
-    r->sms = sqlite3_column_int(s, 6);
-    r->driver = sqlite3_column_int(s, 7);
-    r->nvrtc = sqlite3_column_int(s, 8);
-    text(s, 9, r->options, sizeof r->options);
-    r->us = sqlite3_column_type(s, 10) == SQLITE_NULL ? -1.0 : sqlite3_column_double(s, 10);
-}
-
-static int same_shape(const prune_row *a, const prune_row *b)
-{
-    return !strcmp(a->device, b->device) && a->cc == b->cc && a->sms == b->sms && !strcmp(a->op, b->op) &&
-           !strcmp(a->dtype, b->dtype) && !strcmp(a->shape, b->shape) && a->driver == b->driver &&
-           a->nvrtc == b->nvrtc && !strcmp(a->options, b->options);
-}
-
-static void us_text(double us, char *buf, size_t len)
-{
-    if (us >= 0)
-        snprintf(buf, len, "%.2f us", us);
+    if (sqlite3_column_type(s, i) != SQLITE_NULL && sqlite3_column_double(s, i) >= 0)
+        snprintf(buf, len, "%.2f us", sqlite3_column_double(s, i));
     else
         snprintf(buf, len, "not measured");
 }
 
-static int sql_fail(at_cache *c, int rc, const char *what)
-{
-    return at_fail(rc == SQLITE_NOMEM ? AT_ERR_NOMEM : AT_ERR_CACHE, "sqlite: %s: %s: %s", c->path, what,
-                   sqlite3_errmsg(c->db));
-}
-
 /* Finds the rows to delete (keys into *dead, a malloc'ed array of 65-byte
 ** digests; dead NULL: counted only), printing one line each to report (may
-** be NULL). */
+** be NULL); *nrows receives how many winners the cache holds. */
 static int find_dead(at_cache *c, FILE *report, char (**dead)[65], int *ndead, int *nrows)
 {
     sqlite3_stmt *s = NULL;
-    prune_row kept, r;
     int rc, cap = 0, st = AT_OK;
     if (dead)
         *dead = NULL;
     *ndead = *nrows = 0;
-    if ((rc = sqlite3_prepare_v2(c->db, PRUNE_SQL, -1, &s, NULL)) != SQLITE_OK)
-        return sql_fail(c, rc, "read winners");
+    if ((rc = sqlite3_prepare_v2(c->db, "SELECT count(*) FROM winners", -1, &s, NULL)) != SQLITE_OK ||
+        (rc = sqlite3_step(s)) != SQLITE_ROW) {
+        st = at_cache_sql_fail(c, rc, "count winners");
+        sqlite3_finalize(s);
+        return st;
+    }
+    *nrows = sqlite3_column_int(s, 0);
+    sqlite3_finalize(s);
+    if ((rc = sqlite3_prepare_v2(c->db, DEAD_SQL, -1, &s, NULL)) != SQLITE_OK)
+        return at_cache_sql_fail(c, rc, "read winners");
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        read_row(s, &r);
-        if (!(*nrows)++ || !same_shape(&kept, &r)) {
-            kept = r; /* the first of its shape: the one served */
-            continue;
-        }
         if (!dead) {
             ++*ndead;
             continue;
@@ -106,17 +80,17 @@ static int find_dead(at_cache *c, FILE *report, char (**dead)[65], int *ndead, i
             }
             *dead = grown;
         }
-        memcpy((*dead)[(*ndead)++], r.key_sha, 65);
+        snprintf((*dead)[(*ndead)++], 65, "%s", text(s, 0));
         if (!report)
             continue;
         char ud[32], uk[32];
-        us_text(r.us, ud, sizeof ud);
-        us_text(kept.us, uk, sizeof uk);
-        fprintf(report, "  %s %s %s on %s (driver %d): %s (key %.8s) goes, %s (key %.8s) stays\n", r.op, r.dtype,
-                r.shape, r.device, r.driver, ud, r.key_sha, uk, kept.key_sha);
+        us_text(s, 6, ud, sizeof ud);
+        us_text(s, 8, uk, sizeof uk);
+        fprintf(report, "  %s %s %s on %s (driver %d): %s (key %.8s) goes, %s (key %.8s) stays\n", text(s, 1),
+                text(s, 2), text(s, 3), text(s, 4), sqlite3_column_int(s, 5), ud, text(s, 0), uk, text(s, 7));
     }
     if (st == AT_OK && rc != SQLITE_DONE)
-        st = sql_fail(c, rc, "read winners");
+        st = at_cache_sql_fail(c, rc, "read winners");
     sqlite3_finalize(s);
     return st;
 }
@@ -126,7 +100,7 @@ static int delete_dead(at_cache *c, char (*dead)[65], int ndead)
     sqlite3_stmt *s = NULL;
     int rc;
     if ((rc = sqlite3_exec(c->db, "BEGIN IMMEDIATE", NULL, NULL, NULL)) != SQLITE_OK)
-        return sql_fail(c, rc, "begin");
+        return at_cache_sql_fail(c, rc, "begin");
     if ((rc = sqlite3_prepare_v2(c->db, "DELETE FROM winners WHERE key_sha = ?1", -1, &s, NULL)) == SQLITE_OK) {
         for (int i = 0; i < ndead && rc == SQLITE_OK; i++) {
             sqlite3_reset(s);
@@ -139,7 +113,7 @@ static int delete_dead(at_cache *c, char (*dead)[65], int ndead)
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
-        int st = sql_fail(c, rc, "delete winners (nothing deleted)");
+        int st = at_cache_sql_fail(c, rc, "delete winners (nothing deleted)");
         sqlite3_exec(c->db, "ROLLBACK", NULL, NULL, NULL);
         return st;
     }
