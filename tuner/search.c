@@ -683,13 +683,13 @@ int at_search_run(const at_search_opts *o, at_search_result *res)
         goto done;
     r.op->key_options(r.op_state, extra, sizeof extra);
 
-    if (r.op->components && !o->dry_run && !o->verify_only) {
-        /* a fused op: its components first (components.c), so that
-        ** baseline 0 runs the tuned sequence, and their winners go into
-        ** this op's key (space_sha): its stored answer was measured
-        ** against them (a compile-ahead looks them up, and compiles the
-        ** missing ones). Their GPU workers fork: no SQLite connection is
-        ** open yet. */
+    if (r.op->components) {
+        /* a fused op: its components first (components.c, which says when
+        ** there is nothing to do), so that baseline 0 runs the tuned
+        ** sequence, and their winners go into this op's key (space_sha):
+        ** its stored answer was measured against them (a compile-ahead
+        ** looks them up, and compiles the missing ones). Their GPU workers
+        ** fork: no SQLite connection is open yet. */
         char tuned[96];
         if ((rc = at_search_components(o, r.op, r.pg, tuned, sizeof tuned, res->key.space_sha)) != AT_OK ||
             interrupted(o))
