@@ -76,7 +76,9 @@ enum atk_op {
     ATK_OP_GEMV_SWIGLU = 8,               /* y = silu(x . Wg^T) * (x . Wu^T) in one kernel     */
     ATK_OP_RMSNORM_GEMV_SWIGLU = 9,       /* the norm in the prologue, SwiGLU in the epilogue  */
     ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU = 10, /* the same with the Gemma factor                  */
-    ATK_NOPS = 11
+    ATK_OP_ADD_RMSNORM_GEMV = 11,         /* residual += x, then y = W . rmsnorm(residual)     */
+    ATK_OP_ADD_GEMMA_RMSNORM_GEMV = 12,   /* the same with the Gemma factor (1 + w)            */
+    ATK_NOPS = 13
 };
 
 /* Flags of atk_open / atk_open_table (or-ed). */
@@ -269,8 +271,10 @@ ATK_API int atk_gemv_add(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, 
 ** two), and a SiLU-mul kernel. `scratch` must hold
 ** atk_fused_scratch_bytes(op, dtype, M, K, N) bytes, 16-byte aligned, not
 ** overlapping the other buffers; it is passed always (a call may fall
-** back at any M) and is never read by a fused kernel. y must not overlap x,
-** w or the weights. M, K, N in 1..INT_MAX. Graph-safe as every call.
+** back at any M) and is never read by a fused kernel but the add forms'
+** (their counters, below: zero the scratch once when it is allocated).
+** y must not overlap x, w or the weights. M, K, N in 1..INT_MAX.
+** Graph-safe as every call.
 ** A fused call counts once, in its own op's atk_stats (the unfused
 ** sequence's norm and GEMV count nowhere); ATK_STRICT applies to the fused
 ** call (a stored "unfused" answer is TUNED), not to its components. A dry
@@ -289,9 +293,30 @@ ATK_API int atk_rmsnorm_gemv_swiglu(atk_ctx *ctx, atk_stream stream, int dtype, 
 ATK_API int atk_gemma_rmsnorm_gemv_swiglu(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K,
                                           int64_t N, const void *x, const void *w, const void *Wg, const void *Wu,
                                           void *y, float eps, void *scratch);
-/* Bytes of scratch a fused call of `op` needs for its unfused fallback
-** (the normalized x, then g and u, each rounded up to 256 bytes); 0 for an
-** op that is not fused or a bad argument. */
+/* The residual-add forms: z = rne(x + residual) is written back into
+** residual in place (as atk_add_rmsnorm writes it, bit for bit), and y =
+** W . rne(norm(z) * w) (Gemma: (1 + w)), the norm computed from the rounded
+** z. x is what the residual stream gains (an attention or MLP output).
+** Every block of a fused kernel reads all of x and residual, so the block
+** that finishes last writes z back: the kernel keeps a counter per token
+** group in the first ATK_FUSED_COUNTER_BYTES bytes of `scratch`, which must
+** be ZERO before the first call (cudaMemset once when it is allocated);
+** every call leaves them zero. The fused kernels serve M <= 64 (one counter
+** per token group); a larger M runs the unfused sequence, atk_add_rmsnorm /
+** atk_add_gemma_rmsnorm (the residual in place, the normalized z into
+** scratch) and atk_gemv. residual must not overlap x, w, W or y; a scratch
+** may serve several fused calls one after another (not at once). */
+ATK_API int atk_add_rmsnorm_gemv(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N,
+                                 const void *x, void *residual, const void *w, const void *W, void *y, float eps,
+                                 void *scratch);
+ATK_API int atk_add_gemma_rmsnorm_gemv(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K,
+                                       int64_t N, const void *x, void *residual, const void *w, const void *W,
+                                       void *y, float eps, void *scratch);
+/* The counters at the start of every fused op's scratch (the add forms'). */
+#define ATK_FUSED_COUNTER_BYTES 256
+/* Bytes of scratch a fused call of `op` needs: ATK_FUSED_COUNTER_BYTES,
+** then its unfused fallback's normalized x, then g and u, each rounded up
+** to 256 bytes; 0 for an op that is not fused or a bad argument. */
 ATK_API size_t atk_fused_scratch_bytes(int op, int dtype, int64_t M, int64_t K, int64_t N);
 
 /* y[T,H] = rne(x * r * w), r = 1/sqrt(sum(x^2)/H + eps) per row; w[H] of

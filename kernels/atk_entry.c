@@ -70,6 +70,7 @@ static int parse_params(const char *text, atk_params *p)
         {"TP_ADD", offsetof(atk_params, add)},
         {"TP_NORM", offsetof(atk_params, norm)},
         {"TP_SWIGLU", offsetof(atk_params, swiglu)},
+        {"TP_RES", offsetof(atk_params, res)},
     };
     memset(p, 0, sizeof *p);
     for (const char *s = text; *s;) {
@@ -232,9 +233,9 @@ int atk__entry_init(atk_entry *e, const atk_row *r, char *why, size_t len)
                  e->op == ATK_OP_GEMV_ADD);
         return 0;
     }
-    /* the fused forms take 9 arguments and compute another function: a
-    ** kernel launched for an op whose TP_NORM / TP_SWIGLU differ would read
-    ** its arguments wrongly */
+    /* the fused forms take 9 arguments (11 with TP_RES) and compute another
+    ** function: a kernel launched for an op whose TP_NORM / TP_SWIGLU /
+    ** TP_RES differ would read its arguments wrongly */
     if (atk__is_gemv(e->op) && e->p.norm != atk__fused_norm(e->op)) {
         snprintf(why, len, "TP_NORM=%d is not %s's (TP_NORM=%d)", e->p.norm, atk_op_name(e->op),
                  atk__fused_norm(e->op));
@@ -243,6 +244,16 @@ int atk__entry_init(atk_entry *e, const atk_row *r, char *why, size_t len)
     if (atk__is_gemv(e->op) && e->p.swiglu != atk__fused_swiglu(e->op)) {
         snprintf(why, len, "TP_SWIGLU=%d is not %s's (TP_SWIGLU=%d)", e->p.swiglu, atk_op_name(e->op),
                  atk__fused_swiglu(e->op));
+        return 0;
+    }
+    if (atk__is_gemv(e->op) && e->p.res != atk__fused_res(e->op)) {
+        snprintf(why, len, "TP_RES=%d is not %s's (TP_RES=%d)", e->p.res, atk_op_name(e->op),
+                 atk__fused_res(e->op));
+        return 0;
+    }
+    if (e->p.res && e->M > ATK_FUSED_MAX_GROUPS) { /* it serves M <= its own: one counter per token group */
+        snprintf(why, len, "a residual-add kernel at M=%lld: they serve M <= %d (the scratch's counters)",
+                 (long long)e->M, ATK_FUSED_MAX_GROUPS);
         return 0;
     }
     if (!atk__is_gemv(e->op) && e->p.wfp32) {

@@ -64,7 +64,9 @@ static const char *const op_names[ATK_NOPS] = {"gemv",
                                                "gemma_rmsnorm_gemv",
                                                "gemv_swiglu",
                                                "rmsnorm_gemv_swiglu",
-                                               "gemma_rmsnorm_gemv_swiglu"};
+                                               "gemma_rmsnorm_gemv_swiglu",
+                                               "add_rmsnorm_gemv",
+                                               "add_gemma_rmsnorm_gemv"};
 
 const char *atk_op_name(int op) { return op >= 0 && op < ATK_NOPS ? op_names[op] : "?"; }
 

@@ -132,7 +132,7 @@ typedef struct atk_params {
     int vec, warps, rows, wpr, tpr, rpb, threads, split, pdl, op, wfp32, dtype;
     int tokens, mt, nt, ksplit; /* multi_token, mma, mma_bulk */
     int add;                    /* TP_ADD: the GEMV epilogue adds into y (gemv_add) */
-    int norm, swiglu;           /* TP_NORM (1 RMSNorm, 2 Gemma), TP_SWIGLU: the fused ops */
+    int norm, swiglu, res;      /* TP_NORM (1 RMSNorm, 2 Gemma), TP_SWIGLU, TP_RES: the fused ops */
 } atk_params;
 
 /* One loaded answer for (op, dtype, shape). */
@@ -303,21 +303,33 @@ static inline int atk__is_gemv(int op)
     return op == ATK_OP_GEMV || op == ATK_OP_GEMV_ADD || (op >= ATK_OP_RMSNORM_GEMV && op < ATK_NOPS);
 }
 
-/* The fused decode ops (rmsnorm_gemv ... gemma_rmsnorm_gemv_swiglu): their
+/* The fused decode ops (rmsnorm_gemv ... add_gemma_rmsnorm_gemv): their
 ** fallback is the unfused sequence, not cuBLAS. */
 static inline int atk__is_fused(int op)
 {
     return op >= ATK_OP_RMSNORM_GEMV && op < ATK_NOPS;
 }
 
-/* A fused op's TP_NORM (0 none, 1 RMSNorm, 2 Gemma) and TP_SWIGLU (0, 1);
-** 0 for every other op. [FUSED_OPS] search/gemv.lua sets the same values. */
+/* A fused op's TP_NORM (0 none, 1 RMSNorm, 2 Gemma), TP_SWIGLU (0, 1) and
+** TP_RES (0, 1: the residual-add form); 0 for every other op. [FUSED_OPS]
+** search/gemv.lua sets the same values. */
 static inline int atk__fused_norm(int op)
 {
-    return op == ATK_OP_RMSNORM_GEMV || op == ATK_OP_RMSNORM_GEMV_SWIGLU               ? 1
-           : op == ATK_OP_GEMMA_RMSNORM_GEMV || op == ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU ? 2
-                                                                                       : 0;
+    return op == ATK_OP_RMSNORM_GEMV || op == ATK_OP_RMSNORM_GEMV_SWIGLU || op == ATK_OP_ADD_RMSNORM_GEMV ? 1
+           : op == ATK_OP_GEMMA_RMSNORM_GEMV || op == ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU ||
+                   op == ATK_OP_ADD_GEMMA_RMSNORM_GEMV
+               ? 2
+               : 0;
 }
+
+static inline int atk__fused_res(int op)
+{
+    return op == ATK_OP_ADD_RMSNORM_GEMV || op == ATK_OP_ADD_GEMMA_RMSNORM_GEMV;
+}
+
+/* The most token groups (gridDim.y) a residual-add kernel may have: one
+** counter each in the scratch's ATK_FUSED_COUNTER_BYTES. */
+#define ATK_FUSED_MAX_GROUPS (ATK_FUSED_COUNTER_BYTES / 4)
 
 static inline int atk__fused_swiglu(int op)
 {

@@ -335,9 +335,12 @@ int atk_add_gemma_rmsnorm(atk_ctx *ctx, atk_stream stream, int dtype, int64_t T,
 
 static size_t round256(size_t n) { return (n + 255u) & ~(size_t)255u; }
 
-/* The scratch layout of the unfused sequence: the normalized x [M,K] (norm
-** forms), then g and u, [M,N] each (SwiGLU; with a concatenated weight the
-** GEMV's [M,2N] output fills both). Every part starts 256-byte aligned. */
+/* The scratch layout: the residual-add kernels' counters (kept zero), then
+** the unfused sequence's normalized x [M,K] (norm forms), then g and u,
+** [M,N] each (SwiGLU; with a concatenated weight the GEMV's [M,2N] output
+** fills both). Every part starts 256-byte aligned; the counters come first
+** in every op's layout, so a scratch shared by several fused calls never
+** has them overwritten. */
 size_t atk_fused_scratch_bytes(int op, int dtype, int64_t M, int64_t K, int64_t N)
 {
     if (!atk__is_fused(op) || (dtype != ATK_BF16 && dtype != ATK_FP16) || M < 1 || K < 1 || N < 1 ||
@@ -345,26 +348,28 @@ size_t atk_fused_scratch_bytes(int op, int dtype, int64_t M, int64_t K, int64_t 
         return 0;
     size_t xn = atk__fused_norm(op) ? round256((size_t)M * (size_t)K * 2u) : 0;
     size_t gu = atk__fused_swiglu(op) ? round256((size_t)M * (size_t)N * 2u) : 0;
-    if (xn > SIZE_MAX - 2 * gu) /* > 2^64 bytes: no such buffer */
+    if (xn > SIZE_MAX - 2 * gu - ATK_FUSED_COUNTER_BYTES) /* > 2^64 bytes: no such buffer */
         return 0;
-    return xn + 2 * gu;
+    return ATK_FUSED_COUNTER_BYTES + xn + 2 * gu;
 }
 
 /* The unfused sequence (the context is current): norm into scratch, the
 ** GEMV(s), SiLU-mul. Each component is chosen by the dispatch rule over
 ** its own op's entries (a tuned norm, a tuned GEMV) but counted nowhere:
 ** the fused call counted itself. Strict mode applies to the fused call only. */
-static int unfused(atk_ctx *ctx, int op, CUstream s, int dtype, int M, int K, int N, const void *x, const void *w,
-                   const void *Wg, const void *Wu, void *y, float eps, void *scratch)
+static int unfused(atk_ctx *ctx, int op, CUstream s, int dtype, int M, int K, int N, const void *x, void *res,
+                   const void *w, const void *Wg, const void *Wu, void *y, float eps, void *scratch)
 {
     int nrm = atk__fused_norm(op), st, path, entry, demoted;
-    char *sp = scratch;
+    char *sp = (char *)scratch + ATK_FUSED_COUNTER_BYTES;
     const void *xin = x;
     if (nrm) {
-        int nop = nrm == 1 ? ATK_OP_RMSNORM : ATK_OP_GEMMA_RMSNORM;
-        const void *const ptr[4] = {x, x, w, sp};
+        /* the residual-add forms: atk_add_rmsnorm, the residual in place */
+        int nop = atk__fused_res(op) ? (nrm == 1 ? ATK_OP_ADD_RMSNORM : ATK_OP_ADD_GEMMA_RMSNORM)
+                                     : (nrm == 1 ? ATK_OP_RMSNORM : ATK_OP_GEMMA_RMSNORM);
+        const void *const ptr[4] = {x, res ? res : x, w, sp};
         entry = pick(ctx, nop, dtype, M, K, 0, ptr, &path, &demoted);
-        if ((st = norm_run(ctx, nop, s, dtype, M, K, x, NULL, w, sp, eps, entry, path)) != ATK_OK)
+        if ((st = norm_run(ctx, nop, s, dtype, M, K, x, res, w, sp, eps, entry, path)) != ATK_OK)
             return st;
         xin = sp;
         sp += round256((size_t)M * (size_t)K * 2u);
@@ -400,12 +405,13 @@ static int unfused(atk_ctx *ctx, int op, CUstream s, int dtype, int M, int K, in
     return launch(ctx, ctx->silu_fn[dtype - 1], "silu_mul", grid, block, 0, 0, s, args);
 }
 
-/* The five fused calls: one body. w is NULL without a norm, Wu NULL
-** without SwiGLU (never read then). */
+/* The seven fused calls: one body. w is NULL without a norm, Wu NULL
+** without SwiGLU, res NULL but in the residual-add forms (never read then). */
 static int fused_call(atk_ctx *ctx, int op, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N,
-                      const void *x, const void *w, const void *Wg, const void *Wu, void *y, float eps, void *scratch)
+                      const void *x, void *res, const void *w, const void *Wg, const void *Wu, void *y, float eps,
+                      void *scratch)
 {
-    int entry, path, st, pushed, nrm = atk__fused_norm(op), swi = atk__fused_swiglu(op);
+    int entry, path, st, pushed, nrm = atk__fused_norm(op), swi = atk__fused_swiglu(op), add = atk__fused_res(op);
     if (!ctx)
         return atk__fail(NULL, ATK_ERR_USAGE, "atk_%s: NULL context", atk_op_name(op));
     INC(ctx->count[op].calls);
@@ -417,9 +423,14 @@ static int fused_call(atk_ctx *ctx, int op, atk_stream stream, int dtype, int64_
         return bad(ctx, op, "eps must be a number >= 0");
     /* a dry context checks the pointers too unless every one is NULL (a
     ** planning call): then a dry run catches what a real one would */
-    if (!ctx->dry || x || w || Wg || Wu || y || scratch) {
+    if (!ctx->dry || x || res || w || Wg || Wu || y || scratch) {
         if (!x)
             return bad(ctx, op, "NULL x");
+        if (add && !res)
+            return bad(ctx, op, "NULL residual");
+        if (add && res == x)
+            return bad(ctx, op, "residual is x: z = x + residual is written into residual while every block "
+                                "still reads x");
         if (nrm && !w)
             return bad(ctx, op, "NULL w (the norm weight)");
         if (!Wg)
@@ -434,7 +445,7 @@ static int fused_call(atk_ctx *ctx, int op, atk_stream stream, int dtype, int64_
         if ((uintptr_t)scratch & 15u)
             return bad(ctx, op, "scratch must be 16-byte aligned");
     }
-    const void *const ptr[4] = {x, Wg, swi ? Wu : Wg, nrm ? w : x};
+    const void *const ptr[4] = {x, Wg, swi ? Wu : add ? res : Wg, nrm ? w : x};
     if ((st = choose(ctx, op, dtype, (int)M, (int)K, (int)N, ptr, &entry, &path)) != ATK_OK)
         return st;
     if (ctx->dry) {
@@ -446,13 +457,15 @@ static int fused_call(atk_ctx *ctx, int op, atk_stream stream, int dtype, int64_
     const atk_entry *e = entry >= 0 && path != ATK_PATH_FALLBACK ? &ctx->entries[entry] : NULL;
     int m = (int)M, k = (int)K, n = (int)N;
     if (!e || e->strategy == ATK_S_BASELINE) {
-        st = unfused(ctx, op, (CUstream)stream, dtype, m, k, n, x, w, Wg, Wu, y, eps, scratch);
+        st = unfused(ctx, op, (CUstream)stream, dtype, m, k, n, x, add ? res : NULL, w, Wg, Wu, y, eps, scratch);
     } else {
-        /* [FUSED_ARGS] the fused templates' 9 parameters (templates/common/gemv_fuse.cuh) */
+        /* [FUSED_ARGS] the fused templates' 9 parameters, 11 with TP_RES
+        ** (templates/common/gemv_fuse.cuh): the counters lead the scratch */
         unsigned grid[3], block[3];
         CUdeviceptr dx = (CUdeviceptr)(uintptr_t)x, dw = (CUdeviceptr)(uintptr_t)Wg, dy = (CUdeviceptr)(uintptr_t)y,
-                    du = (CUdeviceptr)(uintptr_t)(swi ? Wu : NULL), dn = (CUdeviceptr)(uintptr_t)(nrm ? w : NULL);
-        void *args[] = {&dx, &dw, &dy, &m, &k, &n, &du, &dn, &eps};
+                    du = (CUdeviceptr)(uintptr_t)(swi ? Wu : NULL), dn = (CUdeviceptr)(uintptr_t)(nrm ? w : NULL),
+                    dr = (CUdeviceptr)(uintptr_t)res, dc = (CUdeviceptr)(uintptr_t)scratch;
+        void *args[] = {&dx, &dw, &dy, &m, &k, &n, &du, &dn, &eps, &dr, &dc};
         geometry(e, path, m, k, n, grid, block);
         st = launch(ctx, e->fn, e->kernel, grid, block, e->smem, e->pdl, (CUstream)stream, args);
     }
@@ -465,32 +478,46 @@ static int fused_call(atk_ctx *ctx, int op, atk_stream stream, int dtype, int64_
 int atk_rmsnorm_gemv(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N, const void *x,
                      const void *w, const void *W, void *y, float eps, void *scratch)
 {
-    return fused_call(ctx, ATK_OP_RMSNORM_GEMV, stream, dtype, M, K, N, x, w, W, NULL, y, eps, scratch);
+    return fused_call(ctx, ATK_OP_RMSNORM_GEMV, stream, dtype, M, K, N, x, NULL, w, W, NULL, y, eps, scratch);
 }
 
 int atk_gemma_rmsnorm_gemv(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N,
                            const void *x, const void *w, const void *W, void *y, float eps, void *scratch)
 {
-    return fused_call(ctx, ATK_OP_GEMMA_RMSNORM_GEMV, stream, dtype, M, K, N, x, w, W, NULL, y, eps, scratch);
+    return fused_call(ctx, ATK_OP_GEMMA_RMSNORM_GEMV, stream, dtype, M, K, N, x, NULL, w, W, NULL, y, eps, scratch);
 }
 
 int atk_gemv_swiglu(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N, const void *x,
                     const void *Wg, const void *Wu, void *y, void *scratch)
 {
-    return fused_call(ctx, ATK_OP_GEMV_SWIGLU, stream, dtype, M, K, N, x, NULL, Wg, Wu, y, 0.0f, scratch);
+    return fused_call(ctx, ATK_OP_GEMV_SWIGLU, stream, dtype, M, K, N, x, NULL, NULL, Wg, Wu, y, 0.0f, scratch);
 }
 
 int atk_rmsnorm_gemv_swiglu(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N,
                             const void *x, const void *w, const void *Wg, const void *Wu, void *y, float eps,
                             void *scratch)
 {
-    return fused_call(ctx, ATK_OP_RMSNORM_GEMV_SWIGLU, stream, dtype, M, K, N, x, w, Wg, Wu, y, eps, scratch);
+    return fused_call(ctx, ATK_OP_RMSNORM_GEMV_SWIGLU, stream, dtype, M, K, N, x, NULL, w, Wg, Wu, y, eps, scratch);
 }
 
 int atk_gemma_rmsnorm_gemv_swiglu(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N,
                                   const void *x, const void *w, const void *Wg, const void *Wu, void *y, float eps,
                                   void *scratch)
 {
-    return fused_call(ctx, ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU, stream, dtype, M, K, N, x, w, Wg, Wu, y, eps,
+    return fused_call(ctx, ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU, stream, dtype, M, K, N, x, NULL, w, Wg, Wu, y, eps,
+                      scratch);
+}
+
+int atk_add_rmsnorm_gemv(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N, const void *x,
+                         void *residual, const void *w, const void *W, void *y, float eps, void *scratch)
+{
+    return fused_call(ctx, ATK_OP_ADD_RMSNORM_GEMV, stream, dtype, M, K, N, x, residual, w, W, NULL, y, eps, scratch);
+}
+
+int atk_add_gemma_rmsnorm_gemv(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t K, int64_t N,
+                               const void *x, void *residual, const void *w, const void *W, void *y, float eps,
+                               void *scratch)
+{
+    return fused_call(ctx, ATK_OP_ADD_GEMMA_RMSNORM_GEMV, stream, dtype, M, K, N, x, residual, w, W, NULL, y, eps,
                       scratch);
 }

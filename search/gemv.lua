@@ -14,14 +14,15 @@
 -- "shape" (it reads the shape only: the strategy is ruled out before
 -- crossing) or the one TP_* it reads (its values are cut before crossing);
 -- see docs/search-spec.md. Runs sandboxed: no io, os, require.
--- One spec, seven ops: the loader hands the op as the chunk's `...`
+-- One spec, nine ops: the loader hands the op as the chunk's `...`
 -- (tuner/spec.c). "gemv_add" (residual[M,N] += x . W^T in place) searches the
 -- same space with TP_ADD=1, the add in every template's epilogue. The fused
 -- decode ops (templates/common/gemv_fuse.cuh) set TP_NORM (the RMSNorm of x
--- in the prologue: 1 plain, 2 Gemma) and TP_SWIGLU (y = silu(x.Wg) * (x.Wu),
--- N the intermediate size); they live in the CUDA-core templates only, and
--- multi_token serves them up to M = 16 (two groups of 8 tokens), since the
--- tensor-core templates have no fused form.
+-- in the prologue: 1 plain, 2 Gemma), TP_SWIGLU (y = silu(x.Wg) * (x.Wu), N
+-- the intermediate size) and, in the residual-add forms, TP_RES (z = x + res
+-- feeds the norm and is written back into res); they live in the CUDA-core
+-- templates only, and multi_token serves them up to M = 16 (two groups of 8
+-- tokens), since the tensor-core templates have no fused form.
 
 local OPS = {
   gemv                      = { add = 0, norm = 0, swiglu = 0 },
@@ -31,13 +32,16 @@ local OPS = {
   gemv_swiglu               = { add = 0, norm = 0, swiglu = 1 },
   rmsnorm_gemv_swiglu       = { add = 0, norm = 1, swiglu = 1 },
   gemma_rmsnorm_gemv_swiglu = { add = 0, norm = 2, swiglu = 1 },
+  add_rmsnorm_gemv          = { add = 0, norm = 1, swiglu = 0, res = 1 },
+  add_gemma_rmsnorm_gemv    = { add = 0, norm = 2, swiglu = 0, res = 1 },
 }
 local op = ... or "gemv"
 if not OPS[op] then
   error("search/gemv.lua serves the ops gemv, gemv_add, rmsnorm_gemv, gemma_rmsnorm_gemv, gemv_swiglu, " ..
-        "rmsnorm_gemv_swiglu and gemma_rmsnorm_gemv_swiglu, not " .. tostring(op))
+        "rmsnorm_gemv_swiglu, gemma_rmsnorm_gemv_swiglu, add_rmsnorm_gemv and add_gemma_rmsnorm_gemv, not " ..
+        tostring(op))
 end
-local ADD, NORM, SWIGLU = OPS[op].add, OPS[op].norm, OPS[op].swiglu
+local ADD, NORM, SWIGLU, RES = OPS[op].add, OPS[op].norm, OPS[op].swiglu, OPS[op].res or 0
 local FUSED = NORM > 0 or SWIGLU == 1
 
 local function cdiv(a, b) return (a + b - 1) // b end
@@ -49,6 +53,7 @@ local function params(list)
   if ADD == 1 then list[#list + 1] = { "TP_ADD", { 1 } } end
   if NORM > 0 then list[#list + 1] = { "TP_NORM", { NORM } } end
   if SWIGLU == 1 then list[#list + 1] = { "TP_SWIGLU", { 1 } } end
+  if RES == 1 then list[#list + 1] = { "TP_RES", { 1 } } end
   return list
 end
 
@@ -489,6 +494,7 @@ return {
   -- that read each weight once are live); gemv_add reads the residual too,
   -- SwiGLU two weights, the norm its weight vector
   bytes = function(s)
-    return s.elem * ((1 + SWIGLU) * s.N * s.K + s.M * s.K + (1 + ADD) * s.M * s.N + (NORM > 0 and s.K or 0))
+    return s.elem * ((1 + SWIGLU) * s.N * s.K + (1 + 2 * RES) * s.M * s.K + (1 + ADD) * s.M * s.N +
+                     (NORM > 0 and s.K or 0))
   end,
 }

@@ -1247,6 +1247,18 @@ static void build_fused_cache(const char *path)
     k = key_for(&H200_INFO, "gemma_rmsnorm_gemv_swiglu", "1x2048x6144", AT_BF16);
     put_kernel(c, &k, "splitk", "gemv_splitk", "gemv/gemv_splitk.cu", SPLITK_8192 " TP_NORM=2 TP_SWIGLU=1", 192, 1,
                512, 9.5);
+    k = key_for(&H200_INFO, "add_rmsnorm_gemv", "1x2048x2048", AT_BF16);
+    put_kernel(c, &k, "warp_row", "gemv_warp_row", "gemv/gemv_warp_row.cu", WARPROW_2048 " TP_NORM=1 TP_RES=1", 128,
+               1, 512, 3.2);
+    k = key_for(&H200_INFO, "add_rmsnorm_gemv", "1x2048x4096", AT_BF16); /* writes no residual */
+    put_kernel(c, &k, "warp_row", "gemv_warp_row", "gemv/gemv_warp_row.cu", WARPROW_2048 " TP_NORM=1", 256, 1, 512,
+               4.2);
+    k = key_for(&H200_INFO, "rmsnorm_gemv", "1x2048x1024", AT_BF16); /* takes two arguments more */
+    put_kernel(c, &k, "warp_row", "gemv_warp_row", "gemv/gemv_warp_row.cu", WARPROW_2048 " TP_NORM=1 TP_RES=1", 64, 1,
+               512, 2.2);
+    k = key_for(&H200_INFO, "add_gemma_rmsnorm_gemv", "128x2048x2048", AT_BF16); /* more token groups than counters */
+    put_kernel(c, &k, "multi_token", "gemv_multi_token", "gemv/gemv_multi_token.cu",
+               MT4_2048 " TP_NORM=2 TP_RES=1", 256, 32, 128, 30.0);
     k = key_for(&H200_INFO, "gemv", "1x2048x2048", AT_BF16); /* gemv's own: never a fused op's */
     put_kernel(c, &k, "warp_row", "gemv_warp_row", "gemv/gemv_warp_row.cu", WARPROW_2048, 128, 1, 512, 2.8);
     at_cache_close(c);
@@ -1261,9 +1273,10 @@ static void test_fused(void)
     atk_ctx *ctx = open_dry(db, 0);
     if (!ctx)
         return;
-    static const char *const names[] = {"rmsnorm_gemv", "gemma_rmsnorm_gemv", "gemv_swiglu", "rmsnorm_gemv_swiglu",
-                                        "gemma_rmsnorm_gemv_swiglu"};
-    for (int i = 0; i < 5; i++)
+    static const char *const names[] = {"rmsnorm_gemv",        "gemma_rmsnorm_gemv",        "gemv_swiglu",
+                                        "rmsnorm_gemv_swiglu", "gemma_rmsnorm_gemv_swiglu", "add_rmsnorm_gemv",
+                                        "add_gemma_rmsnorm_gemv"};
+    for (int i = 0; i < 7; i++)
         CHECK(!strcmp(atk_op_name(ATK_OP_RMSNORM_GEMV + i), names[i]));
     CHECK(!strcmp(atk_op_name(ATK_NOPS), "?"));
     const char *rep = atk_report(ctx);
@@ -1272,10 +1285,13 @@ static void test_fused(void)
     CHECK_STR_HAS(rep, "TP_NORM=1 is not gemma_rmsnorm_gemv's (TP_NORM=2)");
     CHECK_STR_HAS(rep, "TP_ADD=1 is not gemma_rmsnorm_gemv's (TP_ADD=0)");
     CHECK_STR_HAS(rep, "TP_SWIGLU=0 is not gemv_swiglu's (TP_SWIGLU=1)");
+    CHECK_STR_HAS(rep, "TP_RES=0 is not add_rmsnorm_gemv's (TP_RES=1)");
+    CHECK_STR_HAS(rep, "TP_RES=1 is not rmsnorm_gemv's (TP_RES=0)");
+    CHECK_STR_HAS(rep, "a residual-add kernel at M=128: they serve M <= 64");
     atk_info in;
     atk_get_info(ctx, &in);
-    CHECK_EQ_INT((int)in.loaded, 6);
-    CHECK_EQ_INT((int)in.failed, 5);
+    CHECK_EQ_INT((int)in.loaded, 7);
+    CHECK_EQ_INT((int)in.failed, 8);
 
     atk_choice ch = explain(ctx, ATK_OP_RMSNORM_GEMV, ATK_BF16, 1, 2048, 2048);
     CHECK_EQ_INT(ch.path, ATK_PATH_TUNED);
@@ -1358,6 +1374,27 @@ static void test_fused(void)
     CHECK(s.calls == 1 && s.fallback == 1);
     CHECK_EQ_INT(atk_stats(ctx, ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU, &s), ATK_OK);
     CHECK(s.calls == 1 && s.tuned == 1);
+    /* the residual-add forms: the residual is checked too, and is never x */
+    ch = explain(ctx, ATK_OP_ADD_RMSNORM_GEMV, ATK_BF16, 1, 2048, 2048);
+    CHECK_EQ_INT(ch.path, ATK_PATH_TUNED);
+    CHECK_STR_HAS(ch.params, "TP_NORM=1 TP_RES=1");
+    CHECK_EQ_INT(explain(ctx, ATK_OP_ADD_RMSNORM_GEMV, ATK_BF16, 1, 2048, 4096).path, ATK_PATH_INFERRED);
+    CHECK_EQ_INT(explain(ctx, ATK_OP_ADD_GEMMA_RMSNORM_GEMV, ATK_BF16, 100, 2048, 2048).path, ATK_PATH_FALLBACK);
+    void *q = dummy + 4;
+    CHECK_EQ_INT(atk_add_rmsnorm_gemv(ctx, NULL, ATK_BF16, 1, 2048, 2048, NULL, NULL, NULL, NULL, NULL, 1e-6f, NULL),
+                 ATK_OK);
+    CHECK_EQ_INT(atk_add_rmsnorm_gemv(ctx, NULL, ATK_BF16, 1, 2048, 2048, p, q, p, p, p, 1e-6f, sc), ATK_OK);
+    CHECK_EQ_INT(atk_add_rmsnorm_gemv(ctx, NULL, ATK_BF16, 1, 2048, 2048, p, NULL, p, p, p, 1e-6f, sc),
+                 ATK_ERR_USAGE);
+    CHECK_STR_HAS(atk_errmsg(ctx), "atk_add_rmsnorm_gemv: NULL residual");
+    CHECK_EQ_INT(atk_add_gemma_rmsnorm_gemv(ctx, NULL, ATK_BF16, 1, 2048, 2048, p, p, p, p, q, 1e-6f, sc),
+                 ATK_ERR_USAGE);
+    CHECK_STR_HAS(atk_errmsg(ctx), "atk_add_gemma_rmsnorm_gemv: residual is x");
+    CHECK_EQ_INT(atk_add_gemma_rmsnorm_gemv(ctx, NULL, ATK_BF16, 1, 2048, 2048, p, q, p, p, p, NAN, sc),
+                 ATK_ERR_USAGE);
+    CHECK_STR_HAS(atk_errmsg(ctx), "eps");
+    CHECK_EQ_INT(atk_stats(ctx, ATK_OP_ADD_RMSNORM_GEMV, &s), ATK_OK);
+    CHECK(s.calls == 3 && s.tuned == 2 && s.rejected == 1);
     for (int op = ATK_OP_GEMV; op <= ATK_OP_GEMV_ADD; op++) { /* the unfused components count nowhere */
         CHECK_EQ_INT(atk_stats(ctx, op, &s), ATK_OK);
         CHECK(s.calls == 0);
@@ -1365,12 +1402,14 @@ static void test_fused(void)
     CHECK_EQ_INT(atk_gemv_swiglu(NULL, NULL, ATK_BF16, 1, 1, 1, p, p, p, p, sc), ATK_ERR_USAGE);
     CHECK_STR_HAS(atk_errmsg(NULL), "atk_gemv_swiglu: NULL context");
 
-    /* scratch: the normalized x, then g and u, each rounded up to 256 bytes */
-    CHECK(atk_fused_scratch_bytes(ATK_OP_RMSNORM_GEMV, ATK_BF16, 3, 2048, 2048) == 12288);
-    CHECK(atk_fused_scratch_bytes(ATK_OP_GEMMA_RMSNORM_GEMV, ATK_FP16, 1, 100, 7) == 256);
-    CHECK(atk_fused_scratch_bytes(ATK_OP_GEMV_SWIGLU, ATK_BF16, 1, 2048, 6144) == 24576);
-    CHECK(atk_fused_scratch_bytes(ATK_OP_RMSNORM_GEMV_SWIGLU, ATK_BF16, 1, 100, 10) == 768);
-    CHECK(atk_fused_scratch_bytes(ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU, ATK_BF16, 2, 1096, 1000) == 4608 + 2 * 4096);
+    /* scratch: the counters, the normalized x, then g and u, each rounded up to 256 bytes */
+    CHECK(atk_fused_scratch_bytes(ATK_OP_RMSNORM_GEMV, ATK_BF16, 3, 2048, 2048) == 256 + 12288);
+    CHECK(atk_fused_scratch_bytes(ATK_OP_GEMMA_RMSNORM_GEMV, ATK_FP16, 1, 100, 7) == 256 + 256);
+    CHECK(atk_fused_scratch_bytes(ATK_OP_GEMV_SWIGLU, ATK_BF16, 1, 2048, 6144) == 256 + 24576);
+    CHECK(atk_fused_scratch_bytes(ATK_OP_RMSNORM_GEMV_SWIGLU, ATK_BF16, 1, 100, 10) == 256 + 768);
+    CHECK(atk_fused_scratch_bytes(ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU, ATK_BF16, 2, 1096, 1000) ==
+          256 + 4608 + 2 * 4096);
+    CHECK(atk_fused_scratch_bytes(ATK_OP_ADD_RMSNORM_GEMV, ATK_BF16, 3, 2048, 2048) == 256 + 12288);
     CHECK(atk_fused_scratch_bytes(ATK_OP_GEMV, ATK_BF16, 1, 2048, 2048) == 0);
     CHECK(atk_fused_scratch_bytes(ATK_OP_RMSNORM_GEMV, 3, 1, 2048, 2048) == 0);
     CHECK(atk_fused_scratch_bytes(ATK_OP_RMSNORM_GEMV, ATK_BF16, 0, 2048, 2048) == 0);
@@ -1389,7 +1428,7 @@ static void test_fused(void)
     /* ATK_UNFUSED: no fused entry loads; the norm and GEMV entries do */
     ctx = open_dry(db, ATK_UNFUSED);
     if (ctx) {
-        CHECK_STR_HAS(atk_report(ctx), "5 fused-op entries not loaded (ATK_UNFUSED)");
+        CHECK_STR_HAS(atk_report(ctx), "6 fused-op entries not loaded (ATK_UNFUSED)");
         CHECK_EQ_INT(explain(ctx, ATK_OP_RMSNORM_GEMV, ATK_BF16, 1, 2048, 2048).path, ATK_PATH_FALLBACK);
         CHECK(!strcmp(explain(ctx, ATK_OP_GEMV_SWIGLU, ATK_BF16, 1, 2048, 6144).strategy, "unfused"));
         CHECK_EQ_INT(explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 2048, 2048).path, ATK_PATH_TUNED);

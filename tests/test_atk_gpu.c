@@ -689,14 +689,28 @@ static void gemv_add_bit_exact(void)
 
 /* ------------------------------------------------------ fused decode ops */
 
+static int is_swiglu(int op)
+{
+    return op == ATK_OP_GEMV_SWIGLU || op == ATK_OP_RMSNORM_GEMV_SWIGLU || op == ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU;
+}
+
+static int is_add(int op)
+{
+    return op == ATK_OP_ADD_RMSNORM_GEMV || op == ATK_OP_ADD_GEMMA_RMSNORM_GEMV;
+}
+
 /* The fused ops' fp64 reference, rounded where the unfused sequence stores
-** (xn, g and u to bf16): y[M,N] for op over x[M,K], w[K], Wg/Wu [N,K]. */
+** (xn, g and u to bf16): y[M,N] for op over x[M,K], w[K], Wg/Wu [N,K] (the
+** add forms: x is z, the residual already added). */
 static void fused_ref(int op, const uint16_t *x, const uint16_t *w, const uint16_t *Wg, const uint16_t *Wu, size_t M,
                       size_t K, size_t N, double *y)
 {
-    int nrm = op == ATK_OP_RMSNORM_GEMV || op == ATK_OP_RMSNORM_GEMV_SWIGLU ? 1
-              : op == ATK_OP_GEMMA_RMSNORM_GEMV || op == ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU ? 2 : 0;
-    int swi = op >= ATK_OP_GEMV_SWIGLU;
+    int nrm = op == ATK_OP_RMSNORM_GEMV || op == ATK_OP_RMSNORM_GEMV_SWIGLU || op == ATK_OP_ADD_RMSNORM_GEMV ? 1
+              : op == ATK_OP_GEMMA_RMSNORM_GEMV || op == ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU ||
+                      op == ATK_OP_ADD_GEMMA_RMSNORM_GEMV
+                  ? 2
+                  : 0;
+    int swi = is_swiglu(op);
     float *xn = malloc(K * sizeof *xn);
     for (size_t m = 0; m < M; m++) {
         double ss = 0;
@@ -735,13 +749,14 @@ static void poison(at_gpu *g, CUdeviceptr p, size_t n)
     g->cu.cuMemsetD8Async_(p, 0xFF, n, g->stream);
 }
 
-/* One fused call of op on the given buffers (Wu may be W + N*K). */
+/* One fused call of op on the given buffers (Wu may be W + N*K; Wu is the
+** residual in the add forms). */
 static int fused_call(atk_ctx *ctx, at_gpu *g, int op, size_t M, size_t K, size_t N, CUdeviceptr x, CUdeviceptr w,
                       CUdeviceptr Wg, CUdeviceptr Wu, CUdeviceptr y, CUdeviceptr scratch)
 {
     atk_stream s = (atk_stream)g->stream;
     const void *px = (void *)x, *pw = (void *)w, *pg = (void *)Wg, *pu = (void *)Wu;
-    void *py = (void *)y, *ps = (void *)scratch;
+    void *py = (void *)y, *ps = (void *)scratch, *pr = (void *)Wu;
     int64_t m = (int64_t)M, k = (int64_t)K, n = (int64_t)N;
     switch (op) {
     case ATK_OP_RMSNORM_GEMV:
@@ -752,6 +767,10 @@ static int fused_call(atk_ctx *ctx, at_gpu *g, int op, size_t M, size_t K, size_
         return atk_gemv_swiglu(ctx, s, ATK_BF16, m, k, n, px, pg, pu, py, ps);
     case ATK_OP_RMSNORM_GEMV_SWIGLU:
         return atk_rmsnorm_gemv_swiglu(ctx, s, ATK_BF16, m, k, n, px, pw, pg, pu, py, 1e-6f, ps);
+    case ATK_OP_ADD_RMSNORM_GEMV:
+        return atk_add_rmsnorm_gemv(ctx, s, ATK_BF16, m, k, n, px, pr, pw, pg, py, 1e-6f, ps);
+    case ATK_OP_ADD_GEMMA_RMSNORM_GEMV:
+        return atk_add_gemma_rmsnorm_gemv(ctx, s, ATK_BF16, m, k, n, px, pr, pw, pg, py, 1e-6f, ps);
     default:
         return atk_gemma_rmsnorm_gemv_swiglu(ctx, s, ATK_BF16, m, k, n, px, pw, pg, pu, py, 1e-6f, ps);
     }
@@ -763,7 +782,10 @@ static int fused_call(atk_ctx *ctx, at_gpu *g, int op, size_t M, size_t K, size_
 ** rmsnorm (ATK_UNFUSED) at M = 1; the plain fallback (cuBLAS, naive norms)
 ** at M = 3 (ATK_NO_INFER: warp_row serves M = 1 only). SwiGLU both with
 ** two weights and with one [2N, K] weight (Wu = Wg + N*K: one GEMV over 2N
-** rows). y and scratch are poisoned with NaN before every call. */
+** rows). y and scratch are poisoned with NaN before every call, but the
+** scratch's counters, zeroed once: the add forms' residual must come back as
+** z = rne(x + residual) bit for bit and the counters as zero, on two calls
+** in a row (the second adds x again). */
 #define FUSED_WR "TP_WARPS=4 TP_ROWS=2 TP_VEC=8 TP_UNROLL=1 TP_CACHE=1 TP_PDL=0"
 
 static void fused_ops_against_fp64(void)
@@ -783,15 +805,16 @@ static void fused_ops_against_fp64(void)
     at_cache *c = NULL;
     at_templates *t = NULL;
     const unsigned grid[3] = {(unsigned)((N + 7) / 8), 1, 1}, gn[3] = {1, 1, 1};
-    static const char *const fparams[5] = {FUSED_WR " TP_NORM=1 TP_SWIGLU=0", FUSED_WR " TP_NORM=2 TP_SWIGLU=0",
+    static const char *const fparams[7] = {FUSED_WR " TP_NORM=1 TP_SWIGLU=0", FUSED_WR " TP_NORM=2 TP_SWIGLU=0",
                                            FUSED_WR " TP_NORM=0 TP_SWIGLU=1", FUSED_WR " TP_NORM=1 TP_SWIGLU=1",
-                                           FUSED_WR " TP_NORM=2 TP_SWIGLU=1"};
+                                           FUSED_WR " TP_NORM=2 TP_SWIGLU=1", FUSED_WR " TP_NORM=1 TP_RES=1",
+                                           FUSED_WR " TP_NORM=2 TP_RES=1"};
     int ok = at_cache_open(db, &c) == AT_OK && at_templates_open("templates", &t) == AT_OK &&
              !put_compiled(c, t, &g->info, "gemv", "1x1096x1000", "gemv/gemv_warp_row.cu", "gemv_warp_row", FUSED_WR,
                            grid, 128, 0, 0) &&
              !put_compiled(c, t, &g->info, "rmsnorm", "1x1096", "norm/norm_block_row.cu", "norm_block_row",
                            NORM_PARAMS, gn, 256, 0, 0);
-    for (int i = 0; ok && i < 5; i++)
+    for (int i = 0; ok && i < 7; i++)
         ok = !put_compiled(c, t, &g->info, atk_op_name(ATK_OP_RMSNORM_GEMV + i), "1x1096x1000",
                            "gemv/gemv_warp_row.cu", "gemv_warp_row", fparams[i], grid, 128, 0, 0);
     at_templates_free(t);
@@ -800,12 +823,13 @@ static void fused_ops_against_fp64(void)
     atk_ctx *ctx = NULL, *unf = NULL;
     CHECK_EQ_INT(atk_open(db, 0, ATK_NO_INFER, &ctx), ATK_OK);
     CHECK_EQ_INT(atk_open(db, 0, ATK_NO_INFER | ATK_UNFUSED, &unf), ATK_OK);
-    buf x, w, Wgu, Wg, Wu, y;
+    buf x, w, Wgu, Wg, Wu, y, r;
     CUdeviceptr scratch = 0;
     size_t sbytes = atk_fused_scratch_bytes(ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU, ATK_BF16, MMAX, K, N);
-    if (!ok || !ctx || !unf || buf_new(g, &x, MMAX * K, 31) || buf_new(g, &w, K, 32) ||
+    uint16_t *r0 = malloc(MMAX * K * 2), *z = malloc(MMAX * K * 2), counters[ATK_FUSED_COUNTER_BYTES / 2];
+    if (!ok || !ctx || !unf || !r0 || !z || buf_new(g, &x, MMAX * K, 31) || buf_new(g, &w, K, 32) ||
         buf_new(g, &Wgu, 2 * N * K, 33) || buf_new(g, &Wg, N * K, 34) || buf_new(g, &Wu, N * K, 35) ||
-        buf_new(g, &y, MMAX * N, 36) || at_gpu_alloc(g, &scratch, sbytes) != AT_OK) {
+        buf_new(g, &y, MMAX * N, 36) || buf_new(g, &r, MMAX * K, 37) || at_gpu_alloc(g, &scratch, sbytes) != AT_OK) {
         CHECK(0);
         atk_close(ctx);
         atk_close(unf);
@@ -813,10 +837,12 @@ static void fused_ops_against_fp64(void)
         return;
     }
     double *ref = malloc(MMAX * N * sizeof *ref);
+    memcpy(r0, r.h, MMAX * K * 2);
+    g->cu.cuMemsetD8Async_(scratch, 0, ATK_FUSED_COUNTER_BYTES, g->stream); /* once, as atk.h asks */
     for (int op = ATK_OP_RMSNORM_GEMV; op < ATK_NOPS; op++) {
-        int swi = op >= ATK_OP_GEMV_SWIGLU;
-        for (int form = 0; form < 1 + swi; form++) { /* 0: Wg, Wu apart; 1: one [2N,K] weight */
-            CUdeviceptr dg = form ? Wgu.d : Wg.d, du = form ? Wgu.d + N * K * 2 : Wu.d;
+        int swi = is_swiglu(op), add = is_add(op);
+        for (int form = 0; form < 1 + swi + add; form++) { /* 0: Wg, Wu apart; 1: one [2N,K] weight */
+            CUdeviceptr dg = form && swi ? Wgu.d : Wg.d, du = add ? r.d : form ? Wgu.d + N * K * 2 : Wu.d;
             const uint16_t *hg = form ? Wgu.h : Wg.h, *hu = form ? Wgu.h + N * K : Wu.h;
             static const struct {
                 int unfused;
@@ -830,20 +856,44 @@ static void fused_ops_against_fp64(void)
                 CHECK_EQ_INT(atk_explain(cx, op, ATK_BF16, (int64_t)M, (int64_t)K, (int64_t)N, &ch), ATK_OK);
                 CHECK_EQ_INT(ch.path, cases[ci].path);
                 poison(g, y.d, y.n * 2);
-                poison(g, scratch, sbytes);
+                poison(g, scratch + ATK_FUSED_COUNTER_BYTES, sbytes - ATK_FUSED_COUNTER_BYTES);
                 atk_stats_reset(cx);
+                /* the add forms, form 1: a second call on the residual the first one left */
+                if (add && form == 0) {
+                    memcpy(r.h, r0, MMAX * K * 2);
+                    g->cu.cuMemcpyHtoDAsync_(r.d, r.h, MMAX * K * 2, g->stream);
+                }
+                if (add) { /* z: what the residual must hold after the call */
+                    for (size_t i = 0; i < M * K; i++)
+                        z[i] = at_f32_to_half(AT_BF16, at_bf16_to_f32(x.h[i]) + at_bf16_to_f32(r.h[i]));
+                }
                 int rc = fused_call(cx, g, op, M, K, N, x.d, w.d, dg, du, y.d, scratch);
                 CHECK_EQ_INT(rc, ATK_OK);
                 if (rc != ATK_OK)
                     fprintf(stderr, "  %s: %s\n", atk_op_name(op), atk_errmsg(cx));
                 CHECK_EQ_INT(g->cu.cuStreamSynchronize_(g->stream), CUDA_SUCCESS);
                 buf_get(g, &y);
-                fused_ref(op, x.h, w.h, hg, hu, M, K, N, ref);
+                fused_ref(op, add ? z : x.h, w.h, hg, hu, M, K, N, ref);
                 double err = rel_err(y.h, ref, M * N);
                 printf("  %-26s %zux%zux%zu %-8s %-12s %s rel err %.2e\n", atk_op_name(op), M, K, N,
                        ch.path == ATK_PATH_TUNED ? "tuned" : "fallback", ch.strategy,
-                       swi ? (form ? "[2N,K] weight" : "Wg, Wu apart ") : "             ", err);
+                       swi ? (form ? "[2N,K] weight" : "Wg, Wu apart ") : add ? (form ? "second call  " : "first call   ")
+                                                                             : "             ",
+                       err);
                 CHECK(err <= 1e-2);
+                if (add) {
+                    buf_get(g, &r);
+                    size_t differ = 0;
+                    for (size_t i = 0; i < M * K; i++)
+                        differ += r.h[i] != z[i];
+                    CHECK_EQ_INT((int)differ, 0);
+                    g->cu.cuMemcpyDtoHAsync_(counters, scratch, sizeof counters, g->stream);
+                    g->cu.cuStreamSynchronize_(g->stream);
+                    size_t nonzero = 0;
+                    for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
+                        nonzero += counters[i] != 0;
+                    CHECK_EQ_INT((int)nonzero, 0);
+                }
                 atk_op_stats s;
                 atk_stats(cx, op, &s);
                 CHECK(s.calls == 1 && (ch.path == ATK_PATH_TUNED ? s.tuned : s.fallback) == 1);
@@ -857,6 +907,9 @@ static void fused_ops_against_fp64(void)
                  ATK_ERR_USAGE);
     CHECK_STR_HAS(atk_errmsg(ctx), "16-byte aligned");
     free(ref);
+    free(r0);
+    free(z);
+    buf_free(g, &r);
     at_gpu_free(g, scratch);
     buf_free(g, &x);
     buf_free(g, &w);

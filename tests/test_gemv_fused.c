@@ -10,10 +10,11 @@
 ** that shape only the weight stream and the main loop (cache hint, unroll,
 ** PDL, prefetch; as test_gemv_add folds them), and TP_NORM 2 folded into
 ** 1 (Gemma's 1 + w is one add in the same code). So each arch compiles
-** three groups: norm (rmsnorm_gemv, gemma_rmsnorm_gemv), SwiGLU
-** (gemv_swiglu) and both (the two norm + SwiGLU ops); the counts are
-** printed: 231 distinct kernels an arch, 693 in all, about 2 minutes on 2
-** cores (4.5 when they are shared) with the spec as this was written.
+** four groups: norm (rmsnorm_gemv, gemma_rmsnorm_gemv), SwiGLU
+** (gemv_swiglu), both (the two norm + SwiGLU ops), and the residual-add
+** forms (add_rmsnorm_gemv, add_gemma_rmsnorm_gemv: TP_RES, on the shapes
+** after attention: 2048 -> 12288 gate_up and 2048 -> 5120); the counts are
+** printed.
 */
 #include "autotune.h"
 #include "tinytest.h"
@@ -51,6 +52,10 @@ static void add_distinct(const char *op, const char *shape, int arch, distinct_c
             CHECK_STR_HAS(d.options, strstr(op, "gemma") ? "-DTP_NORM=2" : "-DTP_NORM=1");
         if (swiglu)
             CHECK_STR_HAS(d.options, "-DTP_SWIGLU=1");
+        if (!strncmp(op, "add_", 4))
+            CHECK_STR_HAS(d.options, "-DTP_RES=1");
+        else
+            CHECK(strstr(d.options, "TP_RES") == NULL);
         dk_fold(d.options, folded, d.folded, sizeof d.folded);
         dk_add(list, n, cap, &d);
     }
@@ -61,11 +66,14 @@ static void add_distinct(const char *op, const char *shape, int arch, distinct_c
 static void compile_for(int arch, at_dtype dtype)
 {
     enum { CAP = 8192 };
-    static const char *const ops[] = {"rmsnorm_gemv", "gemma_rmsnorm_gemv", "gemv_swiglu", "rmsnorm_gemv_swiglu",
-                                      "gemma_rmsnorm_gemv_swiglu"};
+    static const char *const ops[] = {"rmsnorm_gemv",           "gemma_rmsnorm_gemv",  "gemv_swiglu",
+                                      "rmsnorm_gemv_swiglu",    "gemma_rmsnorm_gemv_swiglu", "add_rmsnorm_gemv",
+                                      "add_gemma_rmsnorm_gemv"};
     static const char *const norm_shapes[] = {"1x2048x5120", "8x2048x5120", "1x2048x8192",  "8x2048x8192",
                                               "1x2048x32",   "8x2048x32",   "1x2048x248320", "8x2048x248320"};
     static const char *const swiglu_shapes[] = {"1x2048x6144", "8x2048x6144"};
+    /* the residual-add forms: after attention, into the MLP's gate_up, and into attn qkv+gate */
+    static const char *const res_shapes[] = {"1x2048x12288", "8x2048x12288", "1x2048x5120", "8x2048x5120"};
     distinct_cand *list = calloc(CAP, sizeof *list);
     at_spec *spec = NULL;
     at_templates *tpl = NULL;
@@ -75,10 +83,10 @@ static void compile_for(int arch, at_dtype dtype)
     CHECK_EQ_INT(at_templates_open("templates", &tpl), AT_OK);
     if (!list || !spec || !tpl)
         goto done;
-    for (int o = 0; o < 5; o++) {
-        int swiglu = strstr(ops[o], "swiglu") != NULL;
-        const char *const *shapes = swiglu ? swiglu_shapes : norm_shapes;
-        int ns = swiglu ? 2 : 8;
+    for (int o = 0; o < 7; o++) {
+        int swiglu = strstr(ops[o], "swiglu") != NULL, res = strncmp(ops[o], "add_", 4) == 0;
+        const char *const *shapes = res ? res_shapes : swiglu ? swiglu_shapes : norm_shapes;
+        int ns = res ? 4 : swiglu ? 2 : 8;
         for (int i = 0; i < ns; i++)
             add_distinct(ops[o], shapes[i], arch, list, &n, CAP, &nlive);
     }

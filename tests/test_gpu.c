@@ -104,7 +104,9 @@ static void gemv_add_every_candidate_correct(void)
 ** sequence over this test's cache, and naive norm + cuBLAS + silu_mul) runs
 ** through the op's check (y poisoned with NaN, guard zones armed) at
 ** awkward shapes: M = 1 and 3, K = 2056 and 1000 (no tile multiple), N = 200
-** and 37. Verify only: no timing, and the components are not tuned. */
+** and 37 (the residual-add forms: the residual must hold z bit for bit and
+** the counters must be zero again). Verify only: no timing, and the
+** components are not tuned. */
 static void fused_all_correct(const char *op, const char *shape, at_dtype dtype)
 {
     at_search_result res;
@@ -127,16 +129,23 @@ static void fused_all_correct(const char *op, const char *shape, at_dtype dtype)
 
 static void fused_every_candidate_correct(void)
 {
-    static const char *const ops[] = {"rmsnorm_gemv", "gemma_rmsnorm_gemv", "gemv_swiglu", "rmsnorm_gemv_swiglu",
-                                      "gemma_rmsnorm_gemv_swiglu"};
+    static const char *const ops[] = {"rmsnorm_gemv",        "gemma_rmsnorm_gemv",        "gemv_swiglu",
+                                      "rmsnorm_gemv_swiglu", "gemma_rmsnorm_gemv_swiglu", "add_rmsnorm_gemv",
+                                      "add_gemma_rmsnorm_gemv"};
     if (!gpu_present())
         TT_SKIP("no GPU");
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 7; i++) {
         fused_all_correct(ops[i], "1x2056x200", AT_BF16);
         fused_all_correct(ops[i], "3x1000x37", AT_BF16);
     }
     fused_all_correct("gemma_rmsnorm_gemv_swiglu", "3x2056x200", AT_FP16);
     fused_all_correct("rmsnorm_gemv", "1x1000x37", AT_FP16);
+    /* the residual-add forms: z written back bit for bit and the counters
+    ** left zero, at M = 5 and 16 too (multi_token's token groups, the last
+    ** one part-empty at 5), and fp16 */
+    fused_all_correct("add_rmsnorm_gemv", "5x2056x200", AT_BF16);
+    fused_all_correct("add_gemma_rmsnorm_gemv", "16x1000x37", AT_BF16);
+    fused_all_correct("add_gemma_rmsnorm_gemv", "3x2056x200", AT_FP16);
 }
 
 /* autotune on rmsnorm_gemv_swiglu 2x1024x1024 (quick) with `more` options;

@@ -27,7 +27,7 @@ static void table_lists_every_op(void)
     int n = 0;
     while (at_op_at(n))
         n++;
-    CHECK_EQ_INT(n, 11);
+    CHECK_EQ_INT(n, 13);
     const at_op *ga = at_op_find("gemv_add");
     CHECK(ga == &at_op_gemv_add);
     if (ga) { /* an MxKxN op whose add kernel (a baseline) is checked and hashed */
@@ -55,8 +55,9 @@ static void table_lists_every_op(void)
     }
 }
 
-static const char *const FUSED[5] = {"rmsnorm_gemv", "gemma_rmsnorm_gemv", "gemv_swiglu", "rmsnorm_gemv_swiglu",
-                                     "gemma_rmsnorm_gemv_swiglu"};
+static const char *const FUSED[7] = {"rmsnorm_gemv",        "gemma_rmsnorm_gemv",        "gemv_swiglu",
+                                     "rmsnorm_gemv_swiglu", "gemma_rmsnorm_gemv_swiglu", "add_rmsnorm_gemv",
+                                     "add_gemma_rmsnorm_gemv"};
 
 /* The fused ops: MxKxN, their baselines checked, the baseline kernels they
 ** compile hashed (and present), --eps for those with a norm, and their
@@ -64,7 +65,7 @@ static const char *const FUSED[5] = {"rmsnorm_gemv", "gemma_rmsnorm_gemv", "gemv
 ** SwiGLU: one GEMV over the concatenated gate|up weight). */
 static void fused_ops_and_their_components(void)
 {
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 7; i++) {
         const at_op *op = at_op_find(FUSED[i]);
         int norm = strstr(FUSED[i], "norm") != NULL, swiglu = strstr(FUSED[i], "swiglu") != NULL;
         CHECK(op != NULL);
@@ -91,7 +92,10 @@ static void fused_ops_and_their_components(void)
         if (n != norm + 1)
             continue;
         if (norm) {
-            CHECK(strcmp(c[0].op, strstr(FUSED[i], "gemma") ? "gemma_rmsnorm" : "rmsnorm") == 0);
+            const char *want = strstr(FUSED[i], "add_") ? (strstr(FUSED[i], "gemma") ? "add_gemma_rmsnorm" : "add_rmsnorm")
+                               : strstr(FUSED[i], "gemma") ? "gemma_rmsnorm"
+                                                           : "rmsnorm";
+            CHECK(strcmp(c[0].op, want) == 0);
             CHECK(c[0].shape.rank == 2 && c[0].shape.M == 4 && c[0].shape.K == 2048);
         }
         CHECK(strcmp(c[norm].op, "gemv") == 0);
@@ -229,7 +233,7 @@ static void gemv_add_open_names_both_baselines(void)
 ** is refused by name. */
 static void fused_open_names_both_baselines(void)
 {
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 7; i++) {
         int norm = strstr(FUSED[i], "norm") != NULL, swiglu = strstr(FUSED[i], "swiglu") != NULL;
         char keyopts[64] = "x";
         size_t cb = 0;
@@ -263,6 +267,18 @@ static void fused_open_names_both_baselines(void)
     CHECK_EQ_INT(open_op("gemv_swiglu", "search/gemv.lua", "1x2048x2048", 1e-5, &res, keyopts, sizeof keyopts, &cb),
                  AT_ERR_USAGE);
     CHECK_STR_HAS(at_errmsg(), "--eps applies to the ops with a norm");
+    /* the residual-add forms: their own TP_RES, and one counter per token group */
+    CHECK_EQ_INT(open_op_as("add_rmsnorm_gemv", "rmsnorm_gemv", "search/gemv.lua", "1x2048x2048", 0.0, &res, keyopts,
+                            sizeof keyopts, &cb),
+                 AT_ERR_SPEC);
+    CHECK_STR_HAS(at_errmsg(), "has TP_RES=0, but add_rmsnorm_gemv is TP_RES=1");
+    CHECK_EQ_INT(open_op("add_gemma_rmsnorm_gemv", "search/gemv.lua", "64x2048x2048", 0.0, &res, keyopts,
+                         sizeof keyopts, &cb),
+                 AT_OK);
+    CHECK_EQ_INT(open_op("add_gemma_rmsnorm_gemv", "search/gemv.lua", "65x2048x2048", 0.0, &res, keyopts,
+                         sizeof keyopts, &cb),
+                 AT_ERR_USAGE);
+    CHECK_STR_HAS(at_errmsg(), "add_gemma_rmsnorm_gemv at M=65: the residual-add kernels serve M <= 64");
 }
 
 static char *slurp_text(const char *path)

@@ -1057,8 +1057,8 @@ static void test_gemv_spec_serves_gemv_add(void)
     CHECK(bad == NULL);
 }
 
-/* search/gemv.lua serves the five fused ops too: each candidate carries the
-** op's TP_NORM and TP_SWIGLU (and no TP_ADD), only the CUDA-core templates
+/* search/gemv.lua serves the seven fused ops too: each candidate carries the
+** op's TP_NORM, TP_SWIGLU and TP_RES (and no TP_ADD), only the CUDA-core templates
 ** (warp_row, splitk, multi_token: the mma ones have no fused form) are
 ** live, the default path maps each op to gemv.lua, and an op gemv.lua does
 ** not know is refused by name. */
@@ -1066,12 +1066,11 @@ static void test_gemv_spec_serves_the_fused_ops(void)
 {
     static const struct {
         const char *op;
-        int norm, swiglu;
-    } ops[] = {{"rmsnorm_gemv", 1, 0},
-               {"gemma_rmsnorm_gemv", 2, 0},
-               {"gemv_swiglu", 0, 1},
-               {"rmsnorm_gemv_swiglu", 1, 1},
-               {"gemma_rmsnorm_gemv_swiglu", 2, 1}};
+        int norm, swiglu, res;
+    } ops[] = {{"rmsnorm_gemv", 1, 0, 0},        {"gemma_rmsnorm_gemv", 2, 0, 0},
+               {"gemv_swiglu", 0, 1, 0},         {"rmsnorm_gemv_swiglu", 1, 1, 0},
+               {"gemma_rmsnorm_gemv_swiglu", 2, 1, 0}, {"add_rmsnorm_gemv", 1, 0, 1},
+               {"add_gemma_rmsnorm_gemv", 2, 0, 1}};
     static const char *const shapes[] = {"1x2048x6144", "4x2048x6144", "16x2560x9216"};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
         char path[256];
@@ -1091,6 +1090,7 @@ static void test_gemv_spec_serves_the_fused_ops(void)
             for (int j = 0; j < n; j++) {
                 bad_param += at_candidate_param(&c[j], "TP_NORM", 0) != ops[i].norm ||
                              at_candidate_param(&c[j], "TP_SWIGLU", 0) != ops[i].swiglu ||
+                             at_candidate_param(&c[j], "TP_RES", 0) != ops[i].res ||
                              at_candidate_param(&c[j], "TP_ADD", 0) != 0;
                 if (c[j].pruned_by[0])
                     continue;

@@ -17,6 +17,15 @@ static uint16_t round_to(at_dtype dtype, double v)
     return at_f32_to_half(dtype, (float)v);
 }
 
+int at_fused_ref_add(at_dtype dtype, size_t n, const uint16_t *x, const uint16_t *res, uint16_t *z_out)
+{
+    if (!x || !res || !z_out)
+        return at_fail(AT_ERR_USAGE, "fused reference: NULL buffer for the residual add");
+    for (size_t i = 0; i < n; i++)
+        z_out[i] = at_f32_to_half(dtype, at_half_to_f32(dtype, x[i]) + at_half_to_f32(dtype, res[i]));
+    return AT_OK;
+}
+
 int at_fused_ref_norm(int norm, at_dtype dtype, int64_t M, int64_t K, const uint16_t *x, const uint16_t *w,
                       float eps, uint16_t *xn_out)
 {

@@ -9,6 +9,8 @@
 **       output is before the GEMV reads it (computed in fp64 here, fp32 on
 **       the GPU, so one element in many may round the other way)
 **   GEMV: y = xn . W^T (fp64 dots of the rounded xn)
+**   residual add (TP_RES 1): z = rne(x + residual) (at_fused_ref_add), and
+**       the norm and GEMV above run on z; z is written back (bit-exact)
 **   SwiGLU (TP_SWIGLU 1): g = rne(xn . Wg^T), u = rne(xn . Wu^T), both
 **       rounded to the dtype as the GEMV's output is; y = silu(g) * u in fp64,
 **       silu(v) = v / (1 + exp(-v))
@@ -22,6 +24,11 @@
 
 /* The norm of a fused op: the templates' TP_NORM. */
 enum { AT_FUSED_NORM_NONE = 0, AT_FUSED_NORM_RMS = 1, AT_FUSED_NORM_GEMMA = 2 };
+
+/* The residual-add forms' first step: z_out[n] = rne(float(x) + float(res))
+** in fp32, as atk_add_rmsnorm rounds the residual stream (tuner/norm_ref.h);
+** z is bit-exact. z_out may be res. AT_ERR_USAGE for a NULL buffer. */
+int at_fused_ref_add(at_dtype dtype, size_t n, const uint16_t *x, const uint16_t *res, uint16_t *z_out);
 
 /* xn_out[M*K] = rne((x * r) * f), f = w (norm 1) or 1 + w (norm 2), r per
 ** row as above; x, w (K values) and xn_out 16-bit values of dtype. Returns

@@ -21,6 +21,8 @@ static const at_op *const table[] = {&at_op_gemv,
                                      &at_op_gemv_swiglu,
                                      &at_op_rmsnorm_gemv_swiglu,
                                      &at_op_gemma_rmsnorm_gemv_swiglu,
+                                     &at_op_add_rmsnorm_gemv,
+                                     &at_op_add_gemma_rmsnorm_gemv,
                                      NULL};
 
 const at_op *at_op_find(const char *name)

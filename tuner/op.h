@@ -23,7 +23,9 @@ typedef struct at_op_kernel {
 ** the norm weight w; residual is 0 for the ops without one). The fused
 ** decode ops (op_fused.c): W is the GEMV weight (Wg for SwiGLU), Wu the up
 ** weight (0 without SwiGLU), nw the norm weight w (0 without a norm),
-** scratch atk_fused_scratch_bytes bytes (16-byte aligned); 0 for the others. */
+** residual the residual stream of the add forms (updated in place), scratch
+** atk_fused_scratch_bytes bytes (16-byte aligned, its counters zero); 0 for
+** the others. */
 typedef struct at_op_call_args {
     CUdeviceptr x, W, y, residual;
     int64_t M, K, N;
@@ -120,7 +122,7 @@ const at_op *at_op_at(int i);
 extern const at_op at_op_gemv, at_op_gemv_add;
 extern const at_op at_op_rmsnorm, at_op_add_rmsnorm, at_op_gemma_rmsnorm, at_op_add_gemma_rmsnorm;
 extern const at_op at_op_rmsnorm_gemv, at_op_gemma_rmsnorm_gemv, at_op_gemv_swiglu, at_op_rmsnorm_gemv_swiglu,
-    at_op_gemma_rmsnorm_gemv_swiglu;
+    at_op_gemma_rmsnorm_gemv_swiglu, at_op_add_rmsnorm_gemv, at_op_add_gemma_rmsnorm_gemv;
 
 /* The elementwise kernels of templates/baseline/ (norm_add.cu, the unfused
 ** norm chain): 256 threads a block, 4 elements a thread. */

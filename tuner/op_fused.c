@@ -1,14 +1,20 @@
 /*
 ** op_fused.c — the fused decode ops for the op table (MxKxN; one
-** implementation, five ops): rmsnorm_gemv and gemma_rmsnorm_gemv (the norm
-** of x in the GEMV's prologue, TP_NORM 1 / 2), gemv_swiglu (y = silu(x .
-** Wg^T) * (x . Wu^T), TP_SWIGLU 1) and the two norm + SwiGLU forms. The
+** implementation, seven ops): rmsnorm_gemv and gemma_rmsnorm_gemv (the
+** norm of x in the GEMV's prologue, TP_NORM 1 / 2), gemv_swiglu (y =
+** silu(x . Wg^T) * (x . Wu^T), TP_SWIGLU 1), the two norm + SwiGLU forms,
+** and the residual-add forms add_rmsnorm_gemv / add_gemma_rmsnorm_gemv
+** (TP_RES 1: z = x + residual written back in place, the norm of z). The
 ** candidates are search/gemv.lua's warp_row / splitk / multi_token kernels
-** built with TP_NORM / TP_SWIGLU; every one takes the nine parameters
-** (x, W, y, M, K, N, Wu, nw, eps) [FUSED_ARGS]. Random x, w, W, the fp64
-** reference (fused_ref.h), the weights rotated over copies: each copy holds
-** the [N or 2N, K] weight block (Wg = W, Wu = W + N*K) and the norm weight
-** w; x stays put. y has guard zones and is poisoned before each check.
+** built with TP_NORM / TP_SWIGLU / TP_RES; every one takes the nine
+** parameters (x, W, y, M, K, N, Wu, nw, eps), the add forms two more (res,
+** cnt: the counters at the start of the scratch) [FUSED_ARGS]. Random x,
+** w, W (and residual), the fp64 reference (fused_ref.h), the weights
+** rotated over copies: each copy holds the [N or 2N, K] weight block (Wg =
+** W, Wu = W + N*K) and the norm weight w; x and the residual stay put (the
+** residual grows by x each timed call; checks restore it). y and the
+** residual have guard zones; y is poisoned before each check, the residual
+** must come back as z bit for bit and the counters as zero.
 ** Baselines: 0 "unfused", the runtime's own unfused sequence over the
 ** tuner's cache (the op's atk call on an ATK_UNFUSED context: atk_rmsnorm /
 ** atk_gemma_rmsnorm into scratch, atk_gemv, its SiLU-mul), whose components
@@ -40,7 +46,7 @@ static const char *const tpl_both[] = {"baseline/norm_naive.cu", "baseline/silu_
 #define NAIVE_THREADS 256u /* norm_naive.cu: one 256-thread block per row */
 
 typedef struct fused {
-    int norm, swiglu; /* TP_NORM (0, 1 rmsnorm, 2 Gemma), TP_SWIGLU */
+    int norm, swiglu, res; /* TP_NORM (0, 1 rmsnorm, 2 Gemma), TP_SWIGLU, TP_RES */
     int atk_op;       /* ATK_OP_RMSNORM_GEMV ... */
     at_dtype dtype;
     int64_t M, K, N, rows; /* rows of the weight block: N, 2N with SwiGLU */
@@ -55,15 +61,20 @@ typedef struct fused {
     CUdeviceptr x, base;          /* base: every copy */
     CUdeviceptr scratch, xn, gu;  /* the unfused sequences' xn (M x K) and g|u (M x 2N), in scratch */
     at_guarded yg;                /* y with its guard zones */
+    at_guarded rg;                /* the residual (add forms) with its guard zones */
     uint16_t *hx, *hw, *hW, *hy;
+    uint16_t *hr, *hz, *hzr;      /* add forms: the residual, z expected, z read back */
+    unsigned *hcnt;               /* the counters read back */
     double *ref;
     at_compile_job jobs[NB];
     CUmodule mod[NB];
     CUfunction fn[NB];
 } fused;
 
-static const char *norm_op_name(int norm)
+static const char *norm_op_name(int norm, int res)
 {
+    if (res)
+        return norm == AT_FUSED_NORM_GEMMA ? "add_gemma_rmsnorm" : "add_rmsnorm";
     return norm == AT_FUSED_NORM_GEMMA ? "gemma_rmsnorm" : "rmsnorm";
 }
 
@@ -72,9 +83,9 @@ static size_t round256(size_t n)
     return (n + 255) / 256 * 256;
 }
 
-/* Every candidate must build this op: TP_NORM and TP_SWIGLU as the op's,
-** no TP_ADD (a kernel of another op would fail every check, or worse, pass
-** some). */
+/* Every candidate must build this op: TP_NORM, TP_SWIGLU and TP_RES as the
+** op's, no TP_ADD (a kernel of another op would fail every check, or worse,
+** pass some). */
 static int check_spec(const fused *s, const at_op_env *env)
 {
     at_candidate *c = NULL;
@@ -89,6 +100,10 @@ static int check_spec(const fused *s, const at_op_env *env)
                          "TP_SWIGLU=%d (the spec must set them for this op)",
                          env->o->spec_path, i, env->o->op, (long long)nm, (long long)sw, env->o->op, s->norm,
                          s->swiglu);
+        else if (at_candidate_param(&c[i], "TP_RES", 0) != s->res)
+            rc = at_fail(AT_ERR_SPEC, "%s: candidate %d of %s has TP_RES=%lld, but %s is TP_RES=%d",
+                         env->o->spec_path, i, env->o->op, (long long)at_candidate_param(&c[i], "TP_RES", 0),
+                         env->o->op, s->res);
         else if (at_candidate_param(&c[i], "TP_ADD", 0) != 0)
             rc = at_fail(AT_ERR_SPEC, "%s: candidate %d of %s has TP_ADD=1 (no fused op adds a residual)",
                          env->o->spec_path, i, env->o->op);
@@ -97,7 +112,7 @@ static int check_spec(const fused *s, const at_op_env *env)
     return rc;
 }
 
-static int open_op(const at_op_env *env, at_search_result *res, void **state, int norm, int swiglu)
+static int open_op(const at_op_env *env, at_search_result *res, void **state, int norm, int swiglu, int add)
 {
     const at_search_opts *o = env->o;
     double eps = o->eps == 0.0 ? 1e-6 : o->eps;
@@ -110,16 +125,23 @@ static int open_op(const at_op_env *env, at_search_result *res, void **state, in
         return at_fail(AT_ERR_USAGE, "--eps applies to the ops with a norm, not %s", o->op);
     if (o->shape.M > INT_MAX || o->shape.K > INT_MAX || rows > INT_MAX)
         return at_fail(AT_ERR_USAGE, "shape too large: M, K and %s must fit an int", swiglu ? "2N" : "N");
+    if (add && o->shape.M > ATK_FUSED_COUNTER_BYTES / 4)
+        return at_fail(AT_ERR_USAGE,
+                       "%s at M=%lld: the residual-add kernels serve M <= %d (one counter per token group in the "
+                       "scratch); a larger M runs the unfused sequence",
+                       o->op, (long long)o->shape.M, ATK_FUSED_COUNTER_BYTES / 4);
     if (!(s = calloc(1, sizeof *s)))
         return at_fail(AT_ERR_NOMEM, "out of memory");
     *state = s;
     s->norm = norm;
     s->swiglu = swiglu;
+    s->res = add;
     s->atk_op = swiglu ? (norm == AT_FUSED_NORM_NONE    ? ATK_OP_GEMV_SWIGLU
                           : norm == AT_FUSED_NORM_RMS ? ATK_OP_RMSNORM_GEMV_SWIGLU
                                                       : ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU)
-                       : norm == AT_FUSED_NORM_RMS ? ATK_OP_RMSNORM_GEMV
-                                                   : ATK_OP_GEMMA_RMSNORM_GEMV;
+                : add  ? (norm == AT_FUSED_NORM_RMS ? ATK_OP_ADD_RMSNORM_GEMV : ATK_OP_ADD_GEMMA_RMSNORM_GEMV)
+                : norm == AT_FUSED_NORM_RMS ? ATK_OP_RMSNORM_GEMV
+                                            : ATK_OP_GEMMA_RMSNORM_GEMV;
     s->dtype = o->dtype;
     s->M = o->shape.M;
     s->K = o->shape.K;
@@ -142,7 +164,8 @@ static int open_op(const at_op_env *env, at_search_result *res, void **state, in
     /* baseline 0's what says its steps; search.c adds which were tuned */
     char steps[96];
     if (norm)
-        snprintf(steps, sizeof steps, "atk unfused: %s + gemv%s", norm_op_name(norm), swiglu ? " 2N + silu_mul" : "");
+        snprintf(steps, sizeof steps, "atk unfused: %s + gemv%s", norm_op_name(norm, add),
+                 swiglu ? " 2N + silu_mul" : "");
     else
         snprintf(steps, sizeof steps, "atk unfused: gemv 2N + silu_mul");
     res->nbaselines = 2;
@@ -162,24 +185,28 @@ static int open_op(const at_op_env *env, at_search_result *res, void **state, in
     return AT_OK;
 }
 
-#define OPEN_FN(fn, norm, swiglu)                                                                  \
+#define OPEN_FN(fn, norm, swiglu, add)                                                             \
     static int fn(const at_op_env *env, at_search_result *res, void **state)                       \
     {                                                                                              \
-        return open_op(env, res, state, norm, swiglu);                                             \
+        return open_op(env, res, state, norm, swiglu, add);                                        \
     }
-OPEN_FN(open_rmsnorm_gemv, AT_FUSED_NORM_RMS, 0)
-OPEN_FN(open_gemma_rmsnorm_gemv, AT_FUSED_NORM_GEMMA, 0)
-OPEN_FN(open_gemv_swiglu, AT_FUSED_NORM_NONE, 1)
-OPEN_FN(open_rmsnorm_gemv_swiglu, AT_FUSED_NORM_RMS, 1)
-OPEN_FN(open_gemma_rmsnorm_gemv_swiglu, AT_FUSED_NORM_GEMMA, 1)
+OPEN_FN(open_rmsnorm_gemv, AT_FUSED_NORM_RMS, 0, 0)
+OPEN_FN(open_gemma_rmsnorm_gemv, AT_FUSED_NORM_GEMMA, 0, 0)
+OPEN_FN(open_gemv_swiglu, AT_FUSED_NORM_NONE, 1, 0)
+OPEN_FN(open_rmsnorm_gemv_swiglu, AT_FUSED_NORM_RMS, 1, 0)
+OPEN_FN(open_gemma_rmsnorm_gemv_swiglu, AT_FUSED_NORM_GEMMA, 1, 0)
+OPEN_FN(open_add_rmsnorm_gemv, AT_FUSED_NORM_RMS, 0, 1)
+OPEN_FN(open_add_gemma_rmsnorm_gemv, AT_FUSED_NORM_GEMMA, 0, 1)
 
-/* The components of baseline 0: the norm at T = M, H = K, and the GEMV at
-** M x K x N (SwiGLU: 2N, one GEMV over the concatenated weight). */
-static int components(const at_search_opts *o, int norm, int swiglu, at_op_component *out, int max)
+/* The components of baseline 0: the norm at T = M, H = K (add forms: the
+** add_ norm), and the GEMV at M x K x N (SwiGLU: 2N, one GEMV over the
+** concatenated weight). */
+static int components(const at_search_opts *o, int norm, int swiglu, int add, at_op_component *out, int max)
 {
     int n = 0;
     if (norm && n < max)
-        out[n++] = (at_op_component){.op = norm_op_name(norm), .shape = {.rank = 2, .M = o->shape.M, .K = o->shape.K}};
+        out[n++] =
+            (at_op_component){.op = norm_op_name(norm, add), .shape = {.rank = 2, .M = o->shape.M, .K = o->shape.K}};
     if (n < max)
         out[n++] = (at_op_component){
             .op = "gemv",
@@ -187,16 +214,18 @@ static int components(const at_search_opts *o, int norm, int swiglu, at_op_compo
     return n;
 }
 
-#define COMPONENTS_FN(fn, norm, swiglu)                                                            \
+#define COMPONENTS_FN(fn, norm, swiglu, add)                                                       \
     static int fn(const at_search_opts *o, at_op_component *out, int max)                          \
     {                                                                                              \
-        return components(o, norm, swiglu, out, max);                                              \
+        return components(o, norm, swiglu, add, out, max);                                         \
     }
-COMPONENTS_FN(comp_rmsnorm_gemv, AT_FUSED_NORM_RMS, 0)
-COMPONENTS_FN(comp_gemma_rmsnorm_gemv, AT_FUSED_NORM_GEMMA, 0)
-COMPONENTS_FN(comp_gemv_swiglu, AT_FUSED_NORM_NONE, 1)
-COMPONENTS_FN(comp_rmsnorm_gemv_swiglu, AT_FUSED_NORM_RMS, 1)
-COMPONENTS_FN(comp_gemma_rmsnorm_gemv_swiglu, AT_FUSED_NORM_GEMMA, 1)
+COMPONENTS_FN(comp_rmsnorm_gemv, AT_FUSED_NORM_RMS, 0, 0)
+COMPONENTS_FN(comp_gemma_rmsnorm_gemv, AT_FUSED_NORM_GEMMA, 0, 0)
+COMPONENTS_FN(comp_gemv_swiglu, AT_FUSED_NORM_NONE, 1, 0)
+COMPONENTS_FN(comp_rmsnorm_gemv_swiglu, AT_FUSED_NORM_RMS, 1, 0)
+COMPONENTS_FN(comp_gemma_rmsnorm_gemv_swiglu, AT_FUSED_NORM_GEMMA, 1, 0)
+COMPONENTS_FN(comp_add_rmsnorm_gemv, AT_FUSED_NORM_RMS, 0, 1)
+COMPONENTS_FN(comp_add_gemma_rmsnorm_gemv, AT_FUSED_NORM_GEMMA, 0, 1)
 
 static void fused_key_options(void *state, char *buf, size_t len)
 {
@@ -217,12 +246,13 @@ static int fused_setup(void *state, at_gpu *g, int copies)
     int64_t M = s->M, K = s->K, N = s->N;
     uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     /* one scratch for both unfused baselines: the runtime's (baseline 0,
-    ** atk_fused_scratch_bytes) and baseline 1's xn, then g|u, 256-aligned */
+    ** atk_fused_scratch_bytes: the counters first) and baseline 1's xn,
+    ** then g|u, 256-aligned, after the counters too */
     size_t xnbytes = s->norm ? round256((size_t)(M * K) * 2) : 0;
     size_t gubytes = s->swiglu ? round256((size_t)(M * 2 * N) * 2) : 0;
     size_t sbytes = atk_fused_scratch_bytes(s->atk_op, s->dtype == AT_FP16 ? ATK_FP16 : ATK_BF16, M, K, N);
-    if (sbytes < xnbytes + gubytes)
-        sbytes = xnbytes + gubytes;
+    if (sbytes < ATK_FUSED_COUNTER_BYTES + xnbytes + gubytes)
+        sbytes = ATK_FUSED_COUNTER_BYTES + xnbytes + gubytes;
     int rc;
 
     s->g = g;
@@ -237,9 +267,9 @@ static int fused_setup(void *state, at_gpu *g, int copies)
         if (b == B_NAIVE ? !s->norm : !s->swiglu)
             continue;
         list[n] = (at_compile_job){.name = btemplate[b]};
-        if (b == B_NAIVE) /* rmsnorm (0) or gemma_rmsnorm (2), w in the element dtype */
+        if (b == B_NAIVE) /* [NORM_OP] (add_)rmsnorm 0 / 1, (add_)gemma_rmsnorm 2 / 3, w of the dtype */
             snprintf(list[n].options, sizeof list[n].options, "-DTP_OP=%d -DTP_WFP32=0",
-                     s->norm == AT_FUSED_NORM_GEMMA ? 2 : 0);
+                     (s->norm == AT_FUSED_NORM_GEMMA ? 2 : 0) + s->res);
         entries[n] = bname[b];
         idx[n++] = b;
     }
@@ -270,8 +300,24 @@ static int fused_setup(void *state, at_gpu *g, int copies)
     at_fill_random(s->dtype, s->hx, (size_t)(M * K), seed, 1.0f);
     at_fill_random(s->dtype, s->hW, (size_t)(s->rows * K), seed * 31 + 7, 1.0f);
     at_fill_random(s->dtype, s->hw, (size_t)K, seed * 17 + 3, 1.0f);
-    if ((rc = at_fused_ref_run(s->norm, s->swiglu, s->dtype, M, K, N, s->hx, s->hw, s->hW, s->eps, s->ref)) !=
-        AT_OK)
+    if (s->res) { /* the residual stream, and z = rne(x + residual): the norm's input */
+        s->hr = malloc((size_t)(M * K) * 2);
+        s->hz = malloc((size_t)(M * K) * 2);
+        s->hzr = malloc((size_t)(M * K) * 2);
+        s->hcnt = malloc(ATK_FUSED_COUNTER_BYTES);
+        if (!s->hr || !s->hz || !s->hzr || !s->hcnt)
+            return at_fail(AT_ERR_NOMEM, "out of host memory");
+        at_fill_random(s->dtype, s->hr, (size_t)(M * K), seed * 13 + 5, 1.0f);
+        if ((rc = at_fused_ref_add(s->dtype, (size_t)(M * K), s->hx, s->hr, s->hz)) != AT_OK)
+            return rc;
+    }
+    if ((rc = at_fused_ref_run(s->norm, s->swiglu, s->dtype, M, K, N, s->res ? s->hz : s->hx, s->hw, s->hW, s->eps,
+                               s->ref)) != AT_OK)
+        return rc;
+    if (s->res &&
+        ((rc = at_guarded_alloc(g, &s->rg, (size_t)(M * K) * 2)) != AT_OK ||
+         (rc = at_gpu_check(g, g->cu.cuMemcpyHtoDAsync_(s->rg.p, s->hr, (size_t)(M * K) * 2, g->stream),
+                            "cuMemcpyHtoDAsync")) != AT_OK))
         return rc;
 
     if ((rc = at_gpu_alloc(g, &s->x, (size_t)(M * K) * 2)) != AT_OK ||
@@ -287,10 +333,13 @@ static int fused_setup(void *state, at_gpu *g, int copies)
         (rc = at_op_replicate(g, s->base, s->stride, copies)) != AT_OK ||
         /* y: defined bytes (timing never reads it; checks poison it) */
         (rc = at_gpu_check(g, g->cu.cuMemsetD8Async_(s->yg.p, 0, (size_t)(M * N) * 2, g->stream),
-                           "cuMemsetD8Async")) != AT_OK)
+                           "cuMemsetD8Async")) != AT_OK ||
+        /* the scratch: its counters start at zero (atk.h), every call leaves them so */
+        (rc = at_gpu_check(g, g->cu.cuMemsetD8Async_(s->scratch, 0, sbytes, g->stream), "cuMemsetD8Async")) !=
+            AT_OK)
         return rc;
-    s->xn = s->scratch;
-    s->gu = s->scratch + xnbytes;
+    s->xn = s->scratch + ATK_FUSED_COUNTER_BYTES;
+    s->gu = s->xn + xnbytes;
     return at_gpu_check(g, g->cu.cuStreamSynchronize_(g->stream), "cuStreamSynchronize");
 }
 
@@ -315,6 +364,7 @@ static int enqueue_silu(fused *s, CUdeviceptr y)
 ** the runtime serves when "unfused" is the stored answer. */
 static int enqueue_unfused(fused *s, CUdeviceptr W, CUdeviceptr Wu, CUdeviceptr nw, CUdeviceptr y)
 {
+    void *res = (void *)s->rg.p;
     atk_stream st = (atk_stream)s->g->stream;
     int dt = s->dtype == AT_FP16 ? ATK_FP16 : ATK_BF16, rc;
     const void *x = (const void *)s->x, *w = (const void *)nw, *wg = (const void *)W, *wu = (const void *)Wu;
@@ -333,8 +383,14 @@ static int enqueue_unfused(fused *s, CUdeviceptr W, CUdeviceptr Wu, CUdeviceptr 
     case ATK_OP_RMSNORM_GEMV_SWIGLU:
         rc = atk_rmsnorm_gemv_swiglu(s->rt, st, dt, M, K, N, x, w, wg, wu, out, s->eps, sc);
         break;
-    default:
+    case ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU:
         rc = atk_gemma_rmsnorm_gemv_swiglu(s->rt, st, dt, M, K, N, x, w, wg, wu, out, s->eps, sc);
+        break;
+    case ATK_OP_ADD_RMSNORM_GEMV:
+        rc = atk_add_rmsnorm_gemv(s->rt, st, dt, M, K, N, x, res, w, wg, out, s->eps, sc);
+        break;
+    default:
+        rc = atk_add_gemma_rmsnorm_gemv(s->rt, st, dt, M, K, N, x, res, w, wg, out, s->eps, sc);
         break;
     }
     if (rc == ATK_OK)
@@ -343,16 +399,17 @@ static int enqueue_unfused(fused *s, CUdeviceptr W, CUdeviceptr Wu, CUdeviceptr 
                    "atk: %s: %s", atk_op_name(s->atk_op), atk_errmsg(s->rt));
 }
 
-/* Baseline 1: the naive norm kernel, cublasGemmEx, the SiLU-mul kernel. */
+/* Baseline 1: the naive norm kernel (the add forms: its add_ form, the
+** residual in place), cublasGemmEx, the SiLU-mul kernel. */
 static int enqueue_naive(fused *s, CUdeviceptr W, CUdeviceptr nw, CUdeviceptr y)
 {
     at_gpu *g = s->g;
     CUdeviceptr in = s->x, out = s->swiglu ? s->gu : y;
     int rc;
     if (s->norm) {
-        CUdeviceptr none = 0; /* norm_naive's residual: unused by TP_OP 0 and 2 */
+        CUdeviceptr res = s->rg.p; /* norm_naive's residual: 0 and unused by TP_OP 0 and 2 */
         int T = (int)s->M, H = (int)s->K;
-        void *args[] = {&s->x, &none, &nw, &s->xn, &T, &H, &s->eps};
+        void *args[] = {&s->x, &res, &nw, &s->xn, &T, &H, &s->eps};
         at_op_kernel k = {.fn = s->fn[B_NAIVE], .grid = {(unsigned)T, 1, 1}, .block = {NAIVE_THREADS, 1, 1}};
         if ((rc = at_op_launch(g, &k, args)) != AT_OK)
             return rc;
@@ -378,18 +435,20 @@ static int enqueue_on(fused *s, const at_contestant *c, int copy, CUdeviceptr y)
     CUdeviceptr Wu = s->swiglu ? W + (CUdeviceptr)((size_t)(s->N * s->K) * 2) : 0;
     CUdeviceptr nw = s->norm ? W + (CUdeviceptr)s->nwoff : 0; /* 0: a kernel that reads it faults */
     if (c->call) {
-        at_op_call_args a = {.x = s->x, .W = W, .y = y, .M = s->M, .K = s->K, .N = s->N, .eps = s->eps,
-                             .Wu = Wu, .nw = nw, .scratch = s->scratch};
+        at_op_call_args a = {.x = s->x, .W = W, .y = y, .residual = s->rg.p, .M = s->M, .K = s->K, .N = s->N,
+                             .eps = s->eps, .Wu = Wu, .nw = nw, .scratch = s->scratch};
         return c->call(c->call_arg, &a);
     }
     if (c->baseline == 0)
         return enqueue_unfused(s, W, Wu, nw, y);
     if (c->baseline == 1)
         return enqueue_naive(s, W, nw, y);
-    /* [FUSED_ARGS] the nine parameters of every fused kernel, whatever the op */
+    /* [FUSED_ARGS] the nine parameters of every fused kernel, whatever the
+    ** op, then the add forms' two: the residual and the scratch's counters
+    ** (a kernel without TP_RES reads nine) */
     int M = (int)s->M, K = (int)s->K, N = (int)s->N;
     float eps = s->eps;
-    void *args[] = {&s->x, &W, &y, &M, &K, &N, &Wu, &nw, &eps};
+    void *args[] = {&s->x, &W, &y, &M, &K, &N, &Wu, &nw, &eps, &s->rg.p, &s->scratch};
     return at_op_launch(s->g, &c->kernel, args);
 }
 
@@ -399,25 +458,69 @@ static int fused_enqueue(void *state, const at_contestant *c, int copy)
     return enqueue_on(s, c, copy, s->yg.p);
 }
 
+/* The add forms, after a check's run: the residual must hold z bit for bit
+** and the counters must be back at zero (the next call counts from there).
+** Appends what is wrong to out->reason; 1 when something is. */
+static int res_verdict(const fused *s, at_op_check *out)
+{
+    size_t n = (size_t)(s->M * s->K), bad = 0, first = 0, cnt = 0;
+    for (size_t i = 0; i < n; i++)
+        if (s->hzr[i] != s->hz[i] && !bad++)
+            first = i;
+    for (size_t i = 0; i < ATK_FUSED_COUNTER_BYTES / sizeof(unsigned); i++)
+        cnt += s->hcnt[i] != 0;
+    size_t len = strlen(out->reason);
+    if (bad)
+        len += (size_t)snprintf(out->reason + len, sizeof out->reason - len,
+                                "%sresidual: %zu of %zu values are not z = rne(x + residual) (first at %zu: 0x%04x, "
+                                "want 0x%04x)",
+                                len ? "; " : "", bad, n, first, s->hzr[first], s->hz[first]);
+    if (cnt && len < sizeof out->reason)
+        snprintf(out->reason + len, sizeof out->reason - len, "%s%zu counters left nonzero in the scratch",
+                 len ? "; " : "", cnt);
+    return bad || cnt;
+}
+
 /* Runs c once on copy 0 with y poisoned (0xFFFF: NaN in bf16 and fp16, so
-** an unwritten output fails) and its guard zones armed; compares with the
-** reference. */
+** an unwritten output fails) and its guard zones armed (the add forms: the
+** residual restored and its zones armed too); compares with the reference. */
 static int fused_check(void *state, const at_contestant *c, at_op_check *out)
 {
     fused *s = state;
     at_gpu *g = s->g;
-    size_t n = (size_t)(s->M * s->N);
+    size_t n = (size_t)(s->M * s->N), nr = (size_t)(s->M * s->K) * 2;
     int rc;
     memset(out, 0, sizeof *out);
+    /* the add forms: the residual restored, the counters zeroed (a wrong
+    ** candidate before this one may have left them otherwise) */
+    if (s->res &&
+        ((rc = at_gpu_check(g, g->cu.cuMemcpyHtoDAsync_(s->rg.p, s->hr, nr, g->stream), "cuMemcpyHtoDAsync")) !=
+             AT_OK ||
+         (rc = at_gpu_check(g, g->cu.cuMemsetD8Async_(s->scratch, 0, ATK_FUSED_COUNTER_BYTES, g->stream),
+                            "cuMemsetD8Async")) != AT_OK ||
+         (rc = at_guarded_arm(g, &s->rg)) != AT_OK))
+        return rc;
     if ((rc = at_gpu_check(g, g->cu.cuMemsetD16Async_(s->yg.p, 0xFFFF, n, g->stream), "cuMemsetD16Async")) != AT_OK ||
         (rc = at_guarded_arm(g, &s->yg)) != AT_OK || (rc = enqueue_on(s, c, 0, s->yg.p)) != AT_OK ||
         (rc = at_gpu_check(g, g->cu.cuStreamSynchronize_(g->stream), "kernel run")) != AT_OK ||
         (rc = at_gpu_check(g, g->cu.cuMemcpyDtoHAsync_(s->hy, s->yg.p, n * 2, g->stream), "cuMemcpyDtoHAsync")) !=
             AT_OK ||
-        (rc = at_guarded_fetch(g, &s->yg)) != AT_OK ||
-        (rc = at_gpu_check(g, g->cu.cuStreamSynchronize_(g->stream), "cuStreamSynchronize")) != AT_OK)
+        (rc = at_guarded_fetch(g, &s->yg)) != AT_OK)
+        return rc;
+    if (s->res &&
+        ((rc = at_gpu_check(g, g->cu.cuMemcpyDtoHAsync_(s->hzr, s->rg.p, nr, g->stream), "cuMemcpyDtoHAsync")) !=
+             AT_OK ||
+         (rc = at_gpu_check(g, g->cu.cuMemcpyDtoHAsync_(s->hcnt, s->scratch, ATK_FUSED_COUNTER_BYTES, g->stream),
+                            "cuMemcpyDtoHAsync")) != AT_OK ||
+         (rc = at_guarded_fetch(g, &s->rg)) != AT_OK))
+        return rc;
+    if ((rc = at_gpu_check(g, g->cu.cuStreamSynchronize_(g->stream), "cuStreamSynchronize")) != AT_OK)
         return rc;
     out->wrong = at_guarded_verdict(&s->yg, "output", out->reason, sizeof out->reason);
+    if (s->res) {
+        out->wrong |= at_guarded_verdict(&s->rg, "residual", out->reason, sizeof out->reason);
+        out->wrong |= res_verdict(s, out);
+    }
     at_op_verdict(out, s->dtype, s->hy, s->ref, n);
     return AT_OK;
 }
@@ -447,6 +550,7 @@ static void fused_close(void *state)
         at_gpu_free(s->g, s->scratch);
     }
     at_guarded_free(s->g, &s->yg); /* without a GPU: the host copy only */
+    at_guarded_free(s->g, &s->rg);
     for (int b = 0; b < NB; b++)
         at_compile_job_clear(&s->jobs[b]);
     free(s->hx);
@@ -454,6 +558,10 @@ static void fused_close(void *state)
     free(s->hW);
     free(s->hy);
     free(s->ref);
+    free(s->hr);
+    free(s->hz);
+    free(s->hzr);
+    free(s->hcnt);
     free(s);
 }
 
@@ -486,3 +594,6 @@ FUSED_OP(at_op_rmsnorm_gemv_swiglu, "rmsnorm_gemv_swiglu", open_rmsnorm_gemv_swi
          tpl_both, 1);
 FUSED_OP(at_op_gemma_rmsnorm_gemv_swiglu, "gemma_rmsnorm_gemv_swiglu", open_gemma_rmsnorm_gemv_swiglu,
          comp_gemma_rmsnorm_gemv_swiglu, tpl_both, 1);
+FUSED_OP(at_op_add_rmsnorm_gemv, "add_rmsnorm_gemv", open_add_rmsnorm_gemv, comp_add_rmsnorm_gemv, tpl_norm, 1);
+FUSED_OP(at_op_add_gemma_rmsnorm_gemv, "add_gemma_rmsnorm_gemv", open_add_gemma_rmsnorm_gemv,
+         comp_add_gemma_rmsnorm_gemv, tpl_norm, 1);

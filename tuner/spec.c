@@ -858,6 +858,8 @@ static const struct {
     {"gemv_swiglu", "gemv"},
     {"rmsnorm_gemv_swiglu", "gemv"},
     {"gemma_rmsnorm_gemv_swiglu", "gemv"},
+    {"add_rmsnorm_gemv", "gemv"}, /* TP_RES: the residual-add forms */
+    {"add_gemma_rmsnorm_gemv", "gemv"},
     {"rmsnorm", "norm"},
     {"add_rmsnorm", "norm"},
     {"gemma_rmsnorm", "norm"},

@@ -26,7 +26,8 @@ static const struct {
 } ops[] = {
     {"gemv", 3}, {"rmsnorm", 2}, {"add_rmsnorm", 2}, {"gemma_rmsnorm", 2}, {"add_gemma_rmsnorm", 2},
     {"gemv_add", 3}, {"rmsnorm_gemv", 3}, {"gemma_rmsnorm_gemv", 3}, {"gemv_swiglu", 3},
-    {"rmsnorm_gemv_swiglu", 3}, {"gemma_rmsnorm_gemv_swiglu", 3},
+    {"rmsnorm_gemv_swiglu", 3}, {"gemma_rmsnorm_gemv_swiglu", 3}, {"add_rmsnorm_gemv", 3},
+    {"add_gemma_rmsnorm_gemv", 3},
 };
 
 int at_suite_op_rank(const char *op)
@@ -40,7 +41,8 @@ int at_suite_op_rank(const char *op)
 const char *at_suite_known_ops(void)
 {
     return "gemv, gemv_add, rmsnorm, add_rmsnorm, gemma_rmsnorm, add_gemma_rmsnorm, rmsnorm_gemv, "
-           "gemma_rmsnorm_gemv, gemv_swiglu, rmsnorm_gemv_swiglu, gemma_rmsnorm_gemv_swiglu";
+           "gemma_rmsnorm_gemv, gemv_swiglu, rmsnorm_gemv_swiglu, gemma_rmsnorm_gemv_swiglu, add_rmsnorm_gemv, "
+           "add_gemma_rmsnorm_gemv";
 }
 
 /* What loading holds while Lua runs. */

@@ -148,6 +148,12 @@ static int rt_enqueue(void *arg, const at_op_call_args *a)
     case ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU:
         rc = atk_gemma_rmsnorm_gemv_swiglu(c->ctx, s, c->dtype, a->M, a->K, a->N, x, nw, w, wu, y, a->eps, sc);
         break;
+    case ATK_OP_ADD_RMSNORM_GEMV: /* the residual-add forms: r updated in place */
+        rc = atk_add_rmsnorm_gemv(c->ctx, s, c->dtype, a->M, a->K, a->N, x, r, nw, w, y, a->eps, sc);
+        break;
+    case ATK_OP_ADD_GEMMA_RMSNORM_GEMV:
+        rc = atk_add_gemma_rmsnorm_gemv(c->ctx, s, c->dtype, a->M, a->K, a->N, x, r, nw, w, y, a->eps, sc);
+        break;
     default:
         return at_fail(AT_ERR_USAGE, "op %d", c->op);
     }

@@ -322,7 +322,9 @@ int model_init(model *m, const char *templates, int arch, int max_batch)
         fprintf(stderr, "decode: atk_fused_scratch_bytes: 0 for the fused decode ops (runtime without them?)\n");
         return 1;
     }
-    if (alloc(m, &m->fused_scratch, m->fused_scratch_bytes, 0))
+    /* zeroed once, as atk.h asks (the residual-add forms keep counters there) */
+    if (alloc(m, &m->fused_scratch, m->fused_scratch_bytes, 0) ||
+        cu_check(cuMemsetD8Async(m->fused_scratch, 0, m->fused_scratch_bytes, m->stream), "cuMemsetD8Async"))
         return 1;
     return model_reset_state(m) || cu_check(cuStreamSynchronize(m->stream), "weights");
 }

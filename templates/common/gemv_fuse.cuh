@@ -15,6 +15,13 @@
 **   TP_SWIGLU  0 none; 1: each output n reads two weight rows, Wg[n] (W)
 **              and Wu[n]; y = rne(silu(g) * u) with g, u the rounded sums
 **              (at_silu_mul): the intermediate never leaves the chip
+**   TP_RES     0 none; 1 (with TP_NORM): the residual-add form. The norm's
+**              input is z = rne(x + res) (AT_LOAD_X and at_norm_rstd add
+**              the residual row on the fly); z is written back into res in
+**              place by the warp of each token group that finishes last
+**              (at_res_arrive: one counter per token group in cnt, which
+**              must be zero at launch and is left zero), since every block
+**              reads all of x and res until it is done
 **   TP_PF      0 none; 1: the block asks L2 for its whole weight tile before
 **              the PDL wait (at_prefetch_rows), so the weights stream from
 **              memory while the block waits on the previous kernel and
@@ -23,7 +30,9 @@
 ** A fused kernel (TP_NORM > 0 or TP_SWIGLU = 1) takes three parameters
 ** after the GEMV's six, always the same whatever the op (AT_FUSE_PARAMS):
 ** Wu (ignored without SwiGLU), nw, the norm weight [K] (ignored without the
-** norm), and eps. A plain kernel keeps its six, its PTX unchanged.
+** norm), and eps; TP_RES=1 adds two more (AT_RES_PARAMS): res [M,K] and
+** cnt, the counters (unsigned, one per gridDim.y). A plain kernel keeps its
+** six, its PTX unchanged.
 */
 #ifndef AT_COMMON_GEMV_FUSE_CUH
 #define AT_COMMON_GEMV_FUSE_CUH
@@ -41,6 +50,15 @@
 #endif
 #if TP_SWIGLU != 0 && TP_SWIGLU != 1
 #error "TP_SWIGLU must be 0 or 1"
+#endif
+#ifndef TP_RES
+#define TP_RES 0
+#endif
+#if TP_RES != 0 && TP_RES != 1
+#error "TP_RES must be 0 or 1"
+#endif
+#if TP_RES && !TP_NORM
+#error "TP_RES (the residual-add form) needs TP_NORM"
 #endif
 #if (TP_NORM || TP_SWIGLU) && TP_ADD
 #error "the fused ops store y: TP_ADD must be 0"
@@ -88,8 +106,15 @@ __device__ __forceinline__ void at_prefetch_rows(const at_elem *w, long long r0,
 #endif
 
 #define AT_FUSED (TP_NORM > 0 || TP_SWIGLU)
+#if TP_RES
+/* res is read by every block and written by the last warp of each token
+** group (at_res_arrive), so it is not read through the read-only path */
+#define AT_RES_PARAMS , at_elem *res, unsigned *cnt
+#else
+#define AT_RES_PARAMS
+#endif
 #if AT_FUSED
-#define AT_FUSE_PARAMS , const at_elem *__restrict__ Wu, const at_elem *__restrict__ nw, float eps
+#define AT_FUSE_PARAMS , const at_elem *__restrict__ Wu, const at_elem *__restrict__ nw, float eps AT_RES_PARAMS
 #else
 #define AT_FUSE_PARAMS
 #endif
@@ -119,6 +144,100 @@ __device__ __forceinline__ float at_silu_mul(float g, float u) { return g / (1.0
 #define AT_STORE_FUSED(dst, s, su) AT_STORE_OUT(dst, s)
 #endif
 
+#if TP_RES
+/* A vector of res at p, through the coherent path (res is written in this
+** kernel, after every read of it). */
+__device__ __forceinline__ at_vec at_load_res(const at_elem *p)
+{
+    at_vec v;
+#if TP_VEC == 8
+    uint4 t = *reinterpret_cast<const uint4 *>(p);
+    v.w[0] = t.x; v.w[1] = t.y; v.w[2] = t.z; v.w[3] = t.w;
+#elif TP_VEC == 4
+    uint2 t = *reinterpret_cast<const uint2 *>(p);
+    v.w[0] = t.x; v.w[1] = t.y;
+#elif TP_VEC == 2
+    v.w[0] = *reinterpret_cast<const unsigned *>(p);
+#else
+    v.w[0] = *p;
+#endif
+    return v;
+}
+
+__device__ __forceinline__ void at_store_res(at_elem *p, const at_vec &v)
+{
+#if TP_VEC == 8
+    *reinterpret_cast<uint4 *>(p) = make_uint4(v.w[0], v.w[1], v.w[2], v.w[3]);
+#elif TP_VEC == 4
+    *reinterpret_cast<uint2 *>(p) = make_uint2(v.w[0], v.w[1]);
+#elif TP_VEC == 2
+    *reinterpret_cast<unsigned *>(p) = v.w[0];
+#else
+    *p = (at_elem)v.w[0];
+#endif
+}
+
+/* z = rne(x + r) per element, as the add_rmsnorm kernels round it. */
+__device__ __forceinline__ at_vec at_add_vec(const at_vec &x, const at_vec &r)
+{
+    at_vec o;
+#if TP_VEC == 1
+    o.w[0] = at_from_float(at_lo(x.w[0]) + at_lo(r.w[0]));
+#else
+#pragma unroll
+    for (int i = 0; i < AT_WORDS; i++) {
+        unsigned lo = at_from_float(at_lo(x.w[i]) + at_lo(r.w[i]));
+        unsigned hi = at_from_float(at_hi(x.w[i]) + at_hi(r.w[i]));
+        o.w[i] = lo | (hi << 16);
+    }
+#endif
+    return o;
+}
+
+/* The norm's input at p, a pointer into x: z = rne(x + res) at the same
+** offset (x and res are the kernel's parameters). */
+#define AT_LOAD_Z(p) at_add_vec(at_load_x(p), at_load_res(res + ((p) - x)))
+/* at_norm_rstd's extra arguments: x and res, to find res's rows. */
+#define AT_RES_ARGS , x, res
+#define AT_RES_RSTD_PARAMS , const at_elem *x, const at_elem *res
+
+/* Called once by every warp of the grid when it has read x and res for the
+** last time (all 32 lanes, converged): the warp counts itself in its token
+** group's counter (gridDim.y groups, tokens [tok0, tok0 + tokens) clamped
+** to M), and the warp that counts last, when every other warp of the group
+** is done reading, writes z = rne(x + res) over the group's rows of res and
+** sets the counter back to zero for the next launch. */
+__device__ __forceinline__ void at_res_arrive(const at_elem *x, at_elem *res, unsigned *cnt, int K, int M, int tok0,
+                                              int tokens)
+{
+    const int lane = (int)(threadIdx.x & 31u);
+    const unsigned total = gridDim.x * (blockDim.x >> 5);
+    unsigned last = 0;
+    __syncwarp();
+    if (lane == 0) {
+        __threadfence();
+        last = atomicAdd(cnt + blockIdx.y, 1u) == total - 1;
+    }
+    if (!__shfl_sync(0xffffffffu, last, 0))
+        return;
+    __threadfence();
+    for (int j = 0; j < tokens && tok0 + j < M; j++) {
+        const long long row = (long long)(tok0 + j) * K;
+#pragma unroll 4
+        for (int k = lane * TP_VEC; k < K; k += 32 * TP_VEC)
+            at_store_res(res + row + k, at_add_vec(at_load_x(x + row + k), at_load_res(res + row + k)));
+    }
+    if (lane == 0)
+        cnt[blockIdx.y] = 0;
+}
+#define AT_RES_ARRIVE(tok0, tokens) at_res_arrive(x, res, cnt, K, M, (tok0), (tokens))
+#else
+#define AT_LOAD_Z(p) at_load_x(p)
+#define AT_RES_ARGS
+#define AT_RES_RSTD_PARAMS
+#define AT_RES_ARRIVE(tok0, tokens) ((void)0)
+#endif
+
 #if TP_NORM
 /* r for `tokens` rows of x (xr[j], K elements each), computed by every
 ** thread of the block together and left in rs[j] (shared, `tokens` floats)
@@ -126,7 +245,7 @@ __device__ __forceinline__ float at_silu_mul(float g, float u) { return g / (1.0
 ** barrier: every thread of the block must call it. */
 template <int T>
 __device__ __forceinline__ void at_norm_rstd(const at_elem *const (&xr)[T], int K, float eps, float *ss, float *rs,
-                                             int nwarps)
+                                             int nwarps AT_RES_RSTD_PARAMS)
 {
     const int tid = (int)threadIdx.x, lane = tid & 31, warp = tid >> 5;
     float s[T];
@@ -136,7 +255,7 @@ __device__ __forceinline__ void at_norm_rstd(const at_elem *const (&xr)[T], int 
     for (int k = tid * TP_VEC; k < K; k += nwarps * 32 * TP_VEC) {
 #pragma unroll
         for (int j = 0; j < T; j++) {
-            at_vec v = at_load_x(xr[j] + k);
+            at_vec v = AT_LOAD_Z(xr[j] + k);
             s[j] = at_dot(v, v, s[j]);
         }
     }
@@ -181,8 +300,9 @@ __device__ __forceinline__ at_vec at_norm_vec(const at_vec &x, const at_vec &w, 
 #endif
     return o;
 }
-/* x's vector at element k of a row (p = row + k), normalized with r. */
-#define AT_LOAD_X(p, k, r) at_norm_vec(at_load_x(p), at_load_x(nw + (k)), (r))
+/* x's vector at element k of a row (p = row + k), normalized with r
+** (TP_RES: z's, the residual added first). */
+#define AT_LOAD_X(p, k, r) at_norm_vec(AT_LOAD_Z(p), at_load_x(nw + (k)), (r))
 #else
 #define AT_LOAD_X(p, k, r) at_load_x(p)
 #endif

@@ -25,6 +25,7 @@
 **              the unfused GEMV + add (the gemv_add op; common/dtype.cuh)
 **   TP_NORM    0 none; 1, 2: RMSNorm / Gemma RMSNorm of x in the prologue
 **   TP_SWIGLU  0 none; 1: y = silu(x.Wg) * (x.Wu) (common/gemv_fuse.cuh)
+**   TP_RES     1: the norm's input is x + res, written back into res
 **   TP_DTYPE   1 bf16, 2 fp16
 **
 ** Standalone: nvcc -arch=sm_90 -cubin -I templates templates/gemv/gemv_multi_token.cu
@@ -106,7 +107,7 @@ gemv_multi_token(const at_elem *__restrict__ x, const at_elem *__restrict__ W, a
     at_pdl_trigger();
 #if TP_NORM
     __shared__ float nss[TP_WARPS * TP_TOKENS], nrs[TP_TOKENS];
-    at_norm_rstd<TP_TOKENS>(xr, K, eps, nss, nrs, TP_WARPS);
+    at_norm_rstd<TP_TOKENS>(xr, K, eps, nss, nrs, TP_WARPS AT_RES_ARGS);
     float rstd[TP_TOKENS];
 #pragma unroll
     for (int j = 0; j < TP_TOKENS; j++)
@@ -193,4 +194,5 @@ gemv_multi_token(const at_elem *__restrict__ x, const at_elem *__restrict__ W, a
             AT_STORE_FUSED(y[(long long)(tok0 + j) * N + row], s, su);
     }
 #endif
+    AT_RES_ARRIVE(tok0, TP_TOKENS);
 }

@@ -20,6 +20,7 @@
 **              the unfused GEMV + add (the gemv_add op; common/dtype.cuh)
 **   TP_NORM    0 none; 1, 2: RMSNorm / Gemma RMSNorm of x in the prologue
 **   TP_SWIGLU  0 none; 1: y = silu(x.Wg) * (x.Wu) (common/gemv_fuse.cuh)
+**   TP_RES     1: the norm's input is x + res, written back into res
 **   TP_PF      1: the block's weight tile asked of L2 before the PDL wait
 **   TP_DTYPE   1 bf16, 2 fp16
 **
@@ -88,7 +89,7 @@ gemv_splitk(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
     __shared__ float nss[TP_WARPS], nrs[1];
     {
         const at_elem *xs[1] = {xr};
-        at_norm_rstd<1>(xs, K, eps, nss, nrs, TP_WARPS);
+        at_norm_rstd<1>(xs, K, eps, nss, nrs, TP_WARPS AT_RES_ARGS);
     }
     const float rstd = nrs[0];
 #else
@@ -159,4 +160,5 @@ gemv_splitk(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
 #endif
         }
     }
+    AT_RES_ARRIVE((int)blockIdx.y, 1);
 }
