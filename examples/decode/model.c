@@ -324,7 +324,7 @@ int model_init(model *m, const char *templates, int arch, int max_batch)
     }
     /* zeroed once, as atk.h asks (the residual-add forms keep counters there) */
     if (alloc(m, &m->fused_scratch, m->fused_scratch_bytes, 0) ||
-        cu_check(cuMemsetD8Async(m->fused_scratch, 0, m->fused_scratch_bytes, m->stream), "cuMemsetD8Async"))
+        cu_check(cuMemsetD32Async(m->fused_scratch, 0, m->fused_scratch_bytes / 4, m->stream), "cuMemsetD32Async"))
         return 1;
     return model_reset_state(m) || cu_check(cuStreamSynchronize(m->stream), "weights");
 }
