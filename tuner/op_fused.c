@@ -185,19 +185,6 @@ static int open_op(const at_op_env *env, at_search_result *res, void **state, in
     return AT_OK;
 }
 
-#define OPEN_FN(fn, norm, swiglu, add)                                                             \
-    static int fn(const at_op_env *env, at_search_result *res, void **state)                       \
-    {                                                                                              \
-        return open_op(env, res, state, norm, swiglu, add);                                        \
-    }
-OPEN_FN(open_rmsnorm_gemv, AT_FUSED_NORM_RMS, 0, 0)
-OPEN_FN(open_gemma_rmsnorm_gemv, AT_FUSED_NORM_GEMMA, 0, 0)
-OPEN_FN(open_gemv_swiglu, AT_FUSED_NORM_NONE, 1, 0)
-OPEN_FN(open_rmsnorm_gemv_swiglu, AT_FUSED_NORM_RMS, 1, 0)
-OPEN_FN(open_gemma_rmsnorm_gemv_swiglu, AT_FUSED_NORM_GEMMA, 1, 0)
-OPEN_FN(open_add_rmsnorm_gemv, AT_FUSED_NORM_RMS, 0, 1)
-OPEN_FN(open_add_gemma_rmsnorm_gemv, AT_FUSED_NORM_GEMMA, 0, 1)
-
 /* The components of baseline 0: the norm at T = M, H = K (add forms: the
 ** add_ norm), and the GEMV at M x K x N (SwiGLU: 2N, one GEMV over the
 ** concatenated weight). */
@@ -213,19 +200,6 @@ static int components(const at_search_opts *o, int norm, int swiglu, int add, at
             .shape = {.rank = 3, .M = o->shape.M, .K = o->shape.K, .N = swiglu ? 2 * o->shape.N : o->shape.N}};
     return n;
 }
-
-#define COMPONENTS_FN(fn, norm, swiglu, add)                                                       \
-    static int fn(const at_search_opts *o, at_op_component *out, int max)                          \
-    {                                                                                              \
-        return components(o, norm, swiglu, add, out, max);                                         \
-    }
-COMPONENTS_FN(comp_rmsnorm_gemv, AT_FUSED_NORM_RMS, 0, 0)
-COMPONENTS_FN(comp_gemma_rmsnorm_gemv, AT_FUSED_NORM_GEMMA, 0, 0)
-COMPONENTS_FN(comp_gemv_swiglu, AT_FUSED_NORM_NONE, 1, 0)
-COMPONENTS_FN(comp_rmsnorm_gemv_swiglu, AT_FUSED_NORM_RMS, 1, 0)
-COMPONENTS_FN(comp_gemma_rmsnorm_gemv_swiglu, AT_FUSED_NORM_GEMMA, 1, 0)
-COMPONENTS_FN(comp_add_rmsnorm_gemv, AT_FUSED_NORM_RMS, 0, 1)
-COMPONENTS_FN(comp_add_gemma_rmsnorm_gemv, AT_FUSED_NORM_GEMMA, 0, 1)
 
 static void fused_key_options(void *state, char *buf, size_t len)
 {
@@ -586,14 +560,25 @@ static void fused_close(void *state)
         .close = fused_close,                                                                      \
     }
 
-FUSED_OP(at_op_rmsnorm_gemv, "rmsnorm_gemv", open_rmsnorm_gemv, comp_rmsnorm_gemv, tpl_norm, 1);
-FUSED_OP(at_op_gemma_rmsnorm_gemv, "gemma_rmsnorm_gemv", open_gemma_rmsnorm_gemv, comp_gemma_rmsnorm_gemv, tpl_norm,
-         1);
-FUSED_OP(at_op_gemv_swiglu, "gemv_swiglu", open_gemv_swiglu, comp_gemv_swiglu, tpl_swiglu, 0);
-FUSED_OP(at_op_rmsnorm_gemv_swiglu, "rmsnorm_gemv_swiglu", open_rmsnorm_gemv_swiglu, comp_rmsnorm_gemv_swiglu,
-         tpl_both, 1);
-FUSED_OP(at_op_gemma_rmsnorm_gemv_swiglu, "gemma_rmsnorm_gemv_swiglu", open_gemma_rmsnorm_gemv_swiglu,
-         comp_gemma_rmsnorm_gemv_swiglu, tpl_both, 1);
-FUSED_OP(at_op_add_rmsnorm_gemv, "add_rmsnorm_gemv", open_add_rmsnorm_gemv, comp_add_rmsnorm_gemv, tpl_norm, 1);
-FUSED_OP(at_op_add_gemma_rmsnorm_gemv, "add_gemma_rmsnorm_gemv", open_add_gemma_rmsnorm_gemv,
-         comp_add_gemma_rmsnorm_gemv, tpl_norm, 1);
+/* [FUSED_OPS] the seven ops: name, TP_NORM, TP_SWIGLU, TP_RES, the baseline
+** templates hashed into the key; each gets its open and components. */
+#define FUSED_OPS(X)                                                                               \
+    X(rmsnorm_gemv, AT_FUSED_NORM_RMS, 0, 0, tpl_norm)                                             \
+    X(gemma_rmsnorm_gemv, AT_FUSED_NORM_GEMMA, 0, 0, tpl_norm)                                     \
+    X(gemv_swiglu, AT_FUSED_NORM_NONE, 1, 0, tpl_swiglu)                                           \
+    X(rmsnorm_gemv_swiglu, AT_FUSED_NORM_RMS, 1, 0, tpl_both)                                      \
+    X(gemma_rmsnorm_gemv_swiglu, AT_FUSED_NORM_GEMMA, 1, 0, tpl_both)                              \
+    X(add_rmsnorm_gemv, AT_FUSED_NORM_RMS, 0, 1, tpl_norm)                                         \
+    X(add_gemma_rmsnorm_gemv, AT_FUSED_NORM_GEMMA, 0, 1, tpl_norm)
+
+#define FUSED_DEFINE(op, norm, swiglu, add, extra)                                                 \
+    static int open_##op(const at_op_env *env, at_search_result *res, void **state)                \
+    {                                                                                              \
+        return open_op(env, res, state, norm, swiglu, add);                                        \
+    }                                                                                              \
+    static int comp_##op(const at_search_opts *o, at_op_component *out, int max)                   \
+    {                                                                                              \
+        return components(o, norm, swiglu, add, out, max);                                         \
+    }                                                                                              \
+    FUSED_OP(at_op_##op, #op, open_##op, comp_##op, extra, (norm) != AT_FUSED_NORM_NONE);
+FUSED_OPS(FUSED_DEFINE)

@@ -145,38 +145,6 @@ __device__ __forceinline__ float at_silu_mul(float g, float u) { return g / (1.0
 #endif
 
 #if TP_RES
-/* A vector of res at p, through the coherent path (res is written in this
-** kernel, after every read of it). */
-__device__ __forceinline__ at_vec at_load_res(const at_elem *p)
-{
-    at_vec v;
-#if TP_VEC == 8
-    uint4 t = *reinterpret_cast<const uint4 *>(p);
-    v.w[0] = t.x; v.w[1] = t.y; v.w[2] = t.z; v.w[3] = t.w;
-#elif TP_VEC == 4
-    uint2 t = *reinterpret_cast<const uint2 *>(p);
-    v.w[0] = t.x; v.w[1] = t.y;
-#elif TP_VEC == 2
-    v.w[0] = *reinterpret_cast<const unsigned *>(p);
-#else
-    v.w[0] = *p;
-#endif
-    return v;
-}
-
-__device__ __forceinline__ void at_store_res(at_elem *p, const at_vec &v)
-{
-#if TP_VEC == 8
-    *reinterpret_cast<uint4 *>(p) = make_uint4(v.w[0], v.w[1], v.w[2], v.w[3]);
-#elif TP_VEC == 4
-    *reinterpret_cast<uint2 *>(p) = make_uint2(v.w[0], v.w[1]);
-#elif TP_VEC == 2
-    *reinterpret_cast<unsigned *>(p) = v.w[0];
-#else
-    *p = (at_elem)v.w[0];
-#endif
-}
-
 /* z = rne(x + r) per element, as the add_rmsnorm kernels round it. */
 __device__ __forceinline__ at_vec at_add_vec(const at_vec &x, const at_vec &r)
 {
@@ -196,7 +164,7 @@ __device__ __forceinline__ at_vec at_add_vec(const at_vec &x, const at_vec &r)
 
 /* The norm's input at p, a pointer into x: z = rne(x + res) at the same
 ** offset (x and res are the kernel's parameters). */
-#define AT_LOAD_Z(p) at_add_vec(at_load_x(p), at_load_res(res + ((p) - x)))
+#define AT_LOAD_Z(p) at_add_vec(at_load_x(p), at_ld_vec(res + ((p) - x)))
 /* at_norm_rstd's extra arguments: x and res, to find res's rows. */
 #define AT_RES_ARGS , x, res
 #define AT_RES_RSTD_PARAMS , const at_elem *x, const at_elem *res
@@ -225,7 +193,7 @@ __device__ __forceinline__ void at_res_arrive(const at_elem *x, at_elem *res, un
         const long long row = (long long)(tok0 + j) * K;
 #pragma unroll 4
         for (int k = lane * TP_VEC; k < K; k += 32 * TP_VEC)
-            at_store_res(res + row + k, at_add_vec(at_load_x(x + row + k), at_load_res(res + row + k)));
+            at_st_vec(res + row + k, at_add_vec(at_load_x(x + row + k), at_ld_vec(res + row + k)));
     }
     if (lane == 0)
         cnt[blockIdx.y] = 0;

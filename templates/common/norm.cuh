@@ -59,42 +59,6 @@ __device__ __forceinline__ at_vec at_vpack(const float (&f)[TP_VEC])
     return v;
 }
 
-/* Coherent load / store of one vector (residual and y: this kernel writes
-** them, so never the read-only path). p is aligned to the vector's size. */
-__device__ __forceinline__ at_vec at_norm_ld(const at_elem *p)
-{
-    at_vec v;
-#if TP_VEC == 8
-    uint4 t = *reinterpret_cast<const uint4 *>(p);
-    v.w[0] = t.x; v.w[1] = t.y; v.w[2] = t.z; v.w[3] = t.w;
-#elif TP_VEC == 4
-    uint2 t = *reinterpret_cast<const uint2 *>(p);
-    v.w[0] = t.x; v.w[1] = t.y;
-#elif TP_VEC == 2
-    v.w[0] = *reinterpret_cast<const unsigned *>(p);
-#else
-    v.w[0] = *p;
-#endif
-    return v;
-}
-
-__device__ __forceinline__ void at_norm_st(at_elem *p, const at_vec &v)
-{
-#if TP_VEC == 8
-    uint4 t;
-    t.x = v.w[0]; t.y = v.w[1]; t.z = v.w[2]; t.w = v.w[3];
-    *reinterpret_cast<uint4 *>(p) = t;
-#elif TP_VEC == 4
-    uint2 t;
-    t.x = v.w[0]; t.y = v.w[1];
-    *reinterpret_cast<uint2 *>(p) = t;
-#elif TP_VEC == 2
-    *reinterpret_cast<unsigned *>(p) = v.w[0];
-#else
-    *p = (at_elem)v.w[0];
-#endif
-}
-
 /* TP_VEC weights: packed 16-bit, or fp32 with TP_WFP32 (two 16-byte loads
 ** for TP_VEC = 8). The weights depend on no earlier kernel: they may be
 ** loaded before at_pdl_wait(). */
@@ -203,7 +167,7 @@ __device__ __forceinline__ void at_norm_out(at_elem *yr, int col, const at_vec &
 #pragma unroll
     for (int i = 0; i < TP_VEC; i++)
         f[i] = at_vget(z, i) * r * at_norm_wfactor(w, i);
-    at_norm_st(yr + col, at_vpack(f));
+    at_st_vec(yr + col, at_vpack(f));
 }
 
 #define AT_NORM_UNROLL 4 /* vectors in flight per thread past the register items */
@@ -250,7 +214,7 @@ struct at_norm_slice {
             int c = clamp(v + i * NT, vend) * TP_VEC;
             xv[i] = at_load_x(xr + c);
 #if AT_NORM_ADD
-            rv[i] = at_norm_ld(rr + c);
+            rv[i] = at_ld_vec(rr + c);
 #endif
         }
 #pragma unroll
@@ -259,7 +223,7 @@ struct at_norm_slice {
 #if AT_NORM_ADD
             zz[i] = at_norm_add(xv[i], rv[i]);
             if (in)
-                at_norm_st(rr + (v + i * NT) * TP_VEC, zz[i]);
+                at_st_vec(rr + (v + i * NT) * TP_VEC, zz[i]);
 #else
             zz[i] = xv[i];
 #endif
@@ -297,7 +261,7 @@ struct at_norm_slice {
         for (int i = 0; i < U; i++) {
             int c = clamp(v + i * NT, vend) * TP_VEC;
 #if AT_NORM_ADD
-            zv[i] = at_norm_ld(rr + c);
+            zv[i] = at_ld_vec(rr + c);
 #else
             zv[i] = at_load_x(xr + c);
 #endif

@@ -98,6 +98,43 @@ __device__ __forceinline__ at_vec at_load_w(const at_elem *p, unsigned long long
     return v;
 }
 
+/* Coherent load / store of one vector, for data the kernel also writes (a
+** norm's residual and y, the fused residual add's res): never the
+** read-only path. p is aligned to the vector's size. */
+__device__ __forceinline__ at_vec at_ld_vec(const at_elem *p)
+{
+    at_vec v;
+#if TP_VEC == 8
+    uint4 t = *reinterpret_cast<const uint4 *>(p);
+    v.w[0] = t.x; v.w[1] = t.y; v.w[2] = t.z; v.w[3] = t.w;
+#elif TP_VEC == 4
+    uint2 t = *reinterpret_cast<const uint2 *>(p);
+    v.w[0] = t.x; v.w[1] = t.y;
+#elif TP_VEC == 2
+    v.w[0] = *reinterpret_cast<const unsigned *>(p);
+#else
+    v.w[0] = *p;
+#endif
+    return v;
+}
+
+__device__ __forceinline__ void at_st_vec(at_elem *p, const at_vec &v)
+{
+#if TP_VEC == 8
+    uint4 t;
+    t.x = v.w[0]; t.y = v.w[1]; t.z = v.w[2]; t.w = v.w[3];
+    *reinterpret_cast<uint4 *>(p) = t;
+#elif TP_VEC == 4
+    uint2 t;
+    t.x = v.w[0]; t.y = v.w[1];
+    *reinterpret_cast<uint2 *>(p) = t;
+#elif TP_VEC == 2
+    *reinterpret_cast<unsigned *>(p) = v.w[0];
+#else
+    *p = (at_elem)v.w[0];
+#endif
+}
+
 /* Activation load: always the default read-only path (x is reused). */
 __device__ __forceinline__ at_vec at_load_x(const at_elem *p)
 {
