@@ -40,9 +40,15 @@ OP_GEMMA_RMSNORM_GEMV = 7
 OP_GEMV_SWIGLU = 8
 OP_RMSNORM_GEMV_SWIGLU = 9
 OP_GEMMA_RMSNORM_GEMV_SWIGLU = 10
-NOPS = 11
+OP_ADD_RMSNORM_GEMV = 11
+OP_ADD_GEMMA_RMSNORM_GEMV = 12
+NOPS = 13
 OP_NAMES = ("gemv", "rmsnorm", "add_rmsnorm", "gemma_rmsnorm", "add_gemma_rmsnorm", "gemv_add", "rmsnorm_gemv",
-            "gemma_rmsnorm_gemv", "gemv_swiglu", "rmsnorm_gemv_swiglu", "gemma_rmsnorm_gemv_swiglu")
+            "gemma_rmsnorm_gemv", "gemv_swiglu", "rmsnorm_gemv_swiglu", "gemma_rmsnorm_gemv_swiglu",
+            "add_rmsnorm_gemv", "add_gemma_rmsnorm_gemv")
+# ATK_FUSED_COUNTER_BYTES: the zeroed counters at the start of every fused
+# op's scratch (atk_fused_scratch_bytes counts them)
+FUSED_COUNTER_BYTES = 256
 
 # enum atk_path
 PATH_TUNED = 1
@@ -128,6 +134,8 @@ _SIGNATURES = {
     "atk_gemv_swiglu": (_i, [_vp, _vp, _i, _i64, _i64, _i64, _vp, _vp, _vp, _vp, _vp]),
     "atk_rmsnorm_gemv_swiglu": (_i, [_vp, _vp, _i, _i64, _i64, _i64, _vp, _vp, _vp, _vp, _vp, _f, _vp]),
     "atk_gemma_rmsnorm_gemv_swiglu": (_i, [_vp, _vp, _i, _i64, _i64, _i64, _vp, _vp, _vp, _vp, _vp, _f, _vp]),
+    "atk_add_rmsnorm_gemv": (_i, [_vp, _vp, _i, _i64, _i64, _i64, _vp, _vp, _vp, _vp, _vp, _f, _vp]),
+    "atk_add_gemma_rmsnorm_gemv": (_i, [_vp, _vp, _i, _i64, _i64, _i64, _vp, _vp, _vp, _vp, _vp, _f, _vp]),
     "atk_fused_scratch_bytes": (ctypes.c_size_t, [_i, _i, _i64, _i64, _i64]),
     "atk_rmsnorm": (_i, [_vp, _vp, _i, _i64, _i64, _vp, _vp, _vp, _f]),
     "atk_add_rmsnorm": (_i, [_vp, _vp, _i, _i64, _i64, _vp, _vp, _vp, _vp, _f]),

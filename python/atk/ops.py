@@ -12,9 +12,12 @@
     torch.ops.atk.gemv_swiglu(Tensor x, Tensor Wg, Tensor Wu, int table) -> Tensor
     torch.ops.atk.rmsnorm_gemv_swiglu(Tensor x, Tensor w, Tensor Wg, Tensor Wu, float eps, int table) -> Tensor
     torch.ops.atk.gemma_rmsnorm_gemv_swiglu(Tensor x, Tensor w, Tensor Wg, Tensor Wu, float eps, int table) -> Tensor
+    torch.ops.atk.add_rmsnorm_gemv(Tensor x, Tensor(a!) residual, Tensor w, Tensor W, float eps, int table) -> Tensor
+    torch.ops.atk.add_gemma_rmsnorm_gemv(Tensor x, Tensor(a!) residual, Tensor w, Tensor W, float eps, int table)
+        -> Tensor
 
-The fused ops allocate their scratch per call (the caching allocator;
-inside a captured graph, from the graph's pool).
+The fused ops allocate their scratch per call, zeroed (the caching
+allocator; inside a captured graph, from the graph's pool).
 `table` is Table.handle (the process registry of open tables). The add ops
 write residual in place, declared in the schema (a!) so functionalization
 keeps the write. Fake (meta) kernels give shapes and dtypes without a
@@ -39,6 +42,10 @@ _SCHEMAS = {
     "rmsnorm_gemv_swiglu": "rmsnorm_gemv_swiglu(Tensor x, Tensor w, Tensor Wg, Tensor Wu, float eps, int table) -> Tensor",
     "gemma_rmsnorm_gemv_swiglu":
         "gemma_rmsnorm_gemv_swiglu(Tensor x, Tensor w, Tensor Wg, Tensor Wu, float eps, int table) -> Tensor",
+    "add_rmsnorm_gemv":
+        "add_rmsnorm_gemv(Tensor x, Tensor(a!) residual, Tensor w, Tensor W, float eps, int table) -> Tensor",
+    "add_gemma_rmsnorm_gemv":
+        "add_gemma_rmsnorm_gemv(Tensor x, Tensor(a!) residual, Tensor w, Tensor W, float eps, int table) -> Tensor",
 }
 
 _lib = torch.library.Library("atk", "DEF")
@@ -92,11 +99,20 @@ def _gemma_rmsnorm_gemv_swiglu(x, w, Wg, Wu, eps, table):
     return lookup(table).gemma_rmsnorm_gemv_swiglu(x, w, Wg, Wu, eps)
 
 
+def _add_rmsnorm_gemv(x, residual, w, W, eps, table):
+    return lookup(table).add_rmsnorm_gemv(x, residual, w, W, eps)
+
+
+def _add_gemma_rmsnorm_gemv(x, residual, w, W, eps, table):
+    return lookup(table).add_gemma_rmsnorm_gemv(x, residual, w, W, eps)
+
+
 for _name, _fn in (("gemv", _gemv), ("gemv_add", _gemv_add), ("rmsnorm", _rmsnorm), ("gemma_rmsnorm", _gemma_rmsnorm),
                    ("add_rmsnorm", _add_rmsnorm), ("add_gemma_rmsnorm", _add_gemma_rmsnorm),
                    ("rmsnorm_gemv", _rmsnorm_gemv), ("gemma_rmsnorm_gemv", _gemma_rmsnorm_gemv),
                    ("gemv_swiglu", _gemv_swiglu), ("rmsnorm_gemv_swiglu", _rmsnorm_gemv_swiglu),
-                   ("gemma_rmsnorm_gemv_swiglu", _gemma_rmsnorm_gemv_swiglu)):
+                   ("gemma_rmsnorm_gemv_swiglu", _gemma_rmsnorm_gemv_swiglu),
+                   ("add_rmsnorm_gemv", _add_rmsnorm_gemv), ("add_gemma_rmsnorm_gemv", _add_gemma_rmsnorm_gemv)):
     for _key in ("CUDA", "CPU"):
         _lib.impl(_name, _fn, _key)
 
@@ -166,6 +182,21 @@ def _gemma_rmsnorm_gemv_swiglu_fake(x, w, Wg, Wu, eps, table):
     return _fused_fake("gemma_rmsnorm_gemv_swiglu", x, Wg)
 
 
+def _add_fused_fake(op, x, residual, W):
+    torch._check(residual.shape == x.shape, lambda: f"atk.{op}: residual must have x's shape")
+    return _fused_fake(op, x, W)
+
+
+@_register_fake("atk::add_rmsnorm_gemv")
+def _add_rmsnorm_gemv_fake(x, residual, w, W, eps, table):
+    return _add_fused_fake("add_rmsnorm_gemv", x, residual, W)
+
+
+@_register_fake("atk::add_gemma_rmsnorm_gemv")
+def _add_gemma_rmsnorm_gemv_fake(x, residual, w, W, eps, table):
+    return _add_fused_fake("add_gemma_rmsnorm_gemv", x, residual, W)
+
+
 gemv = torch.ops.atk.gemv
 gemv_add = torch.ops.atk.gemv_add
 rmsnorm = torch.ops.atk.rmsnorm
@@ -177,3 +208,5 @@ gemma_rmsnorm_gemv = torch.ops.atk.gemma_rmsnorm_gemv
 gemv_swiglu = torch.ops.atk.gemv_swiglu
 rmsnorm_gemv_swiglu = torch.ops.atk.rmsnorm_gemv_swiglu
 gemma_rmsnorm_gemv_swiglu = torch.ops.atk.gemma_rmsnorm_gemv_swiglu
+add_rmsnorm_gemv = torch.ops.atk.add_rmsnorm_gemv
+add_gemma_rmsnorm_gemv = torch.ops.atk.add_gemma_rmsnorm_gemv

@@ -29,10 +29,14 @@ SCHEMA_VERSION = 1  # cache/schema.sql's user_version (cache.h AT_SCHEMA_VERSION
 REQUIRED_TABLES = ("devices", "trials", "winners")
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
-# The yardstick each op's speedup is measured against (tuner/op_*.c,
-# baseline_winner): cuBLAS for GEMV, cuBLAS + an add kernel for gemv_add, the
-# naive fused kernel for the norms.
-BASELINE_LABEL = {"gemv": "cuBLAS", "gemv_add": "cuBLAS + add kernel"}
+# The yardstick each op's speedup is measured against (tuner/op_*.c, baseline
+# 0): cuBLAS for GEMV, cuBLAS + an add kernel for gemv_add, the runtime's own
+# unfused sequence for the fused decode ops (atk._lib.OP_NAMES from
+# rmsnorm_gemv on), the naive fused kernel for the norms.
+FUSED_OPS = ("rmsnorm_gemv", "gemma_rmsnorm_gemv", "gemv_swiglu", "rmsnorm_gemv_swiglu", "gemma_rmsnorm_gemv_swiglu",
+             "add_rmsnorm_gemv", "add_gemma_rmsnorm_gemv")
+BASELINE_LABEL = {"gemv": "cuBLAS", "gemv_add": "cuBLAS + add kernel",
+                  **{op: "atk unfused sequence" for op in FUSED_OPS}}
 DEFAULT_BASELINE_LABEL = "naive fused kernel"  # the norm ops
 
 FIG_W, FIG_H, FIG_DPI = 7.0, 3.6, 100  # 700 x 360 px per figure

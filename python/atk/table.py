@@ -1,9 +1,9 @@
-"""Table: an opened tuned table (one atk_ctx) and the five calls on PyTorch
-tensors. Every argument is checked before anything launches (type, dtype,
-shape, contiguous rows, 16-byte alignment, device) and bad input raises
-TypeError/ValueError naming it; a failing library call raises AtkError with
-atk_errmsg's text. Nothing is copied: a misaligned or strided tensor is an
-error, not a silent copy.
+"""Table: an opened tuned table (one atk_ctx) and its calls (GEMV, the norms,
+the fused decode ops) on PyTorch tensors. Every argument is checked before
+anything launches (type, dtype, shape, contiguous rows, 16-byte alignment,
+device) and bad input raises TypeError/ValueError naming it; a failing
+library call raises AtkError with atk_errmsg's text. Nothing is copied: a
+misaligned or strided tensor is an error, not a silent copy.
 
 Tables live in a process registry under an integer handle (t.handle), the
 `table` argument of the torch.ops.atk.* custom ops, until close()."""
@@ -77,6 +77,22 @@ class Choice:
     recompiled: bool
 
 
+def _overlap(a, b):
+    """True when contiguous tensors a and b on one device share bytes: their
+    address ranges meet (meta tensors, which have no addresses: one storage
+    and meeting element ranges). Tensors on two devices are the device
+    check's business, not this one's."""
+    if a.device != b.device:
+        return False
+    if a.device.type == "meta":
+        if a.untyped_storage()._cdata != b.untyped_storage()._cdata:
+            return False
+        sa, sb = a.storage_offset() * a.element_size(), b.storage_offset() * b.element_size()
+    else:
+        sa, sb = a.data_ptr(), b.data_ptr()
+    return sa < sb + b.numel() * b.element_size() and sb < sa + a.numel() * a.element_size()
+
+
 def _op_code(op):
     if isinstance(op, int) and 0 <= op < _lib.NOPS:
         return op
@@ -120,7 +136,9 @@ class Table:
                          _lib.OP_GEMMA_RMSNORM_GEMV: lib.atk_gemma_rmsnorm_gemv,
                          _lib.OP_GEMV_SWIGLU: lib.atk_gemv_swiglu,
                          _lib.OP_RMSNORM_GEMV_SWIGLU: lib.atk_rmsnorm_gemv_swiglu,
-                         _lib.OP_GEMMA_RMSNORM_GEMV_SWIGLU: lib.atk_gemma_rmsnorm_gemv_swiglu}
+                         _lib.OP_GEMMA_RMSNORM_GEMV_SWIGLU: lib.atk_gemma_rmsnorm_gemv_swiglu,
+                         _lib.OP_ADD_RMSNORM_GEMV: lib.atk_add_rmsnorm_gemv,
+                         _lib.OP_ADD_GEMMA_RMSNORM_GEMV: lib.atk_add_gemma_rmsnorm_gemv}
         self._serves = {}  # (op, dtype, M, K, N) -> bool; the context is immutable
         with _registry_lock:
             self.handle = next(_ids)
@@ -441,16 +459,21 @@ class Table:
 
     # ----------------------------------------------------- fused decode ops
     def scratch_bytes(self, op, dtype, M, K, N):
-        """Bytes of scratch a fused call of `op` needs (its unfused fallback:
-        the normalized x, then g and u); 0 for an op that is not fused."""
+        """Bytes of scratch a fused call of `op` needs: 256 bytes of counters
+        (_lib.FUSED_COUNTER_BYTES, used by the add forms), then its unfused
+        fallback's normalized x, then g and u; 0 for an op that is not
+        fused. A scratch passed to a call must have its counters zeroed once,
+        when it is allocated (torch.zeros): every call leaves them zero."""
         return self._lib.atk_fused_scratch_bytes(_op_code(op), _dtype_code(dtype), int(M), int(K), int(N))
 
-    def _fused(self, op, w, x, Wg, Wu, eps, out, scratch):
-        """The five fused calls: checks every argument (naming it), allocates
-        y and scratch with torch when not given, launches one call."""
+    def _fused(self, op, w, x, Wg, Wu, eps, out, scratch, residual=None):
+        """The seven fused calls: checks every argument (naming it), allocates
+        y and a zeroed scratch with torch when not given, launches one call.
+        residual (the add forms) is read and written in place."""
         ctx = self._c()
         name = _lib.OP_NAMES[op]
         norm, swiglu = w is not None, Wu is not None
+        add = op in (_lib.OP_ADD_RMSNORM_GEMV, _lib.OP_ADD_GEMMA_RMSNORM_GEMV)
         dt = self._tensor(name, "x", x)
         wn = "Wg" if swiglu else "W"
         if self._tensor(name, wn, Wg, 2) != dt:
@@ -468,13 +491,27 @@ class Table:
                 raise TypeError(f"atk.{name}: w is {w.dtype}, x is {x.dtype}: they must match")
             if w.shape[0] != K:
                 raise ValueError(f"atk.{name}: w has {w.shape[0]} elements, x has K={K} columns")
+        if add:
+            if self._tensor(name, "residual", residual) != dt:
+                raise TypeError(f"atk.{name}: residual is {residual.dtype}, x is {x.dtype}: they must match")
+            if residual.shape != x.shape:
+                raise ValueError(f"atk.{name}: residual has shape {tuple(residual.shape)}, x "
+                                 f"{tuple(x.shape)}: they must match")
         M = x.numel() // K if K else 0
         if M == 0 or N == 0:
             raise ValueError(f"atk.{name}: empty problem (M={M}, K={K}, N={N})")
         y = self._out(name, out, x.shape[:-1] + (N,), x)
+        if add:
+            # written while x, w, W are read and y written: atk requires them apart
+            for n, t in (("x", x), ("w", w), (wn, Wg), ("out", y)):
+                if _overlap(residual, t):
+                    raise ValueError(f"atk.{name}: residual shares memory with {n} (the same tensor or a view "
+                                     f"of it): residual is written in place; pass a separate tensor")
         need = self._lib.atk_fused_scratch_bytes(op, dt, M, K, N)
         if scratch is None:
-            scratch = torch.empty(need, dtype=torch.uint8, device=x.device)
+            # zeroed: the add forms' counters must start at zero (cheap; a
+            # caller's scratch is zeroed once by the caller)
+            scratch = torch.zeros(need, dtype=torch.uint8, device=x.device)
         else:
             if torch is None or not isinstance(scratch, torch.Tensor):
                 raise TypeError(f"atk.{name}: scratch must be a torch.Tensor (got {type(scratch).__name__})")
@@ -487,15 +524,19 @@ class Table:
             if have < need:
                 raise ValueError(f"atk.{name}: scratch has {have} bytes, the call needs {need} "
                                  f"(Table.scratch_bytes({name!r}, ...))")
-        names = ["x", wn] + (["Wu"] if swiglu else []) + (["w"] if norm else []) + ["out", "scratch"]
-        tensors = [x, Wg] + ([Wu] if swiglu else []) + ([w] if norm else []) + [y, scratch]
+        names = ["x", wn] + (["Wu"] if swiglu else []) + (["w"] if norm else []) + (["residual"] if add else []) + \
+            ["out", "scratch"]
+        tensors = [x, Wg] + ([Wu] if swiglu else []) + ([w] if norm else []) + ([residual] if add else []) + \
+            [y, scratch]
         stream = self._device(name, names, tensors)
         fn = self._f_fused[op]
         # meta tensors have no data (a view's data_ptr is its offset alone):
         # a dry table gets every pointer NULL, atk's planning call
         ptr = (lambda t: 0) if x.device.type == "meta" else (lambda t: t.data_ptr())
         xp, gp, yp, sp = ptr(x), ptr(Wg), ptr(y), ptr(scratch)
-        if norm and swiglu:
+        if add:
+            rc = fn(ctx, stream, dt, M, K, N, xp, ptr(residual), ptr(w), gp, yp, eps, sp)
+        elif norm and swiglu:
             rc = fn(ctx, stream, dt, M, K, N, xp, ptr(w), gp, ptr(Wu), yp, eps, sp)
         elif norm:
             rc = fn(ctx, stream, dt, M, K, N, xp, ptr(w), gp, yp, eps, sp)
@@ -509,7 +550,8 @@ class Table:
         """y = rmsnorm(x, w, eps) . W^T in one kernel where one is tuned:
         x [..., K], w [K], W [N, K]; returns y [..., N]. Rounded as the
         unfused rmsnorm then gemv. scratch (bytes, scratch_bytes(...)) is
-        allocated per call when not given: pass one to reuse it (graphs)."""
+        allocated (zeroed) per call when not given: pass one to reuse it
+        (graphs), zeroed once when allocated (torch.zeros)."""
         return self._fused(_lib.OP_RMSNORM_GEMV, w, x, W, None, eps, out, scratch)
 
     def gemma_rmsnorm_gemv(self, x, w, W, eps=1e-6, out=None, scratch=None):
@@ -531,6 +573,22 @@ class Table:
     def gemma_rmsnorm_gemv_swiglu(self, x, w, Wg, Wu, eps=1e-6, out=None, scratch=None):
         """gemv_swiglu of gemma_rmsnorm(x, w, eps)."""
         return self._fused(_lib.OP_GEMMA_RMSNORM_GEMV_SWIGLU, w, x, Wg, Wu, eps, out, scratch)
+
+    def add_rmsnorm_gemv(self, x, residual, w, W, eps=1e-6, out=None, scratch=None):
+        """The residual-add form of rmsnorm_gemv: z = x + residual (rounded,
+        written back into residual in place, as add_rmsnorm writes it), then
+        y = rmsnorm(z, w, eps) . W^T. x and residual [..., K] (one shape and
+        dtype, residual not x nor a view of it), w [K], W [N, K]; returns
+        y [..., N]. A passed scratch (scratch_bytes(...) bytes) must be
+        zeroed once when allocated (torch.zeros): its first 256 bytes are
+        counters the fused kernel needs zero and every call leaves zero; it
+        may serve several fused calls one after another. M > 64 runs the
+        unfused sequence, add_rmsnorm then gemv."""
+        return self._fused(_lib.OP_ADD_RMSNORM_GEMV, w, x, W, None, eps, out, scratch, residual)
+
+    def add_gemma_rmsnorm_gemv(self, x, residual, w, W, eps=1e-6, out=None, scratch=None):
+        """add_rmsnorm_gemv with the Gemma weight factor (1 + w)."""
+        return self._fused(_lib.OP_ADD_GEMMA_RMSNORM_GEMV, w, x, W, None, eps, out, scratch, residual)
 
 
 def open(path, device=None, flags=0):

@@ -52,3 +52,19 @@ def test_every_header_function_is_declared():
     lib = _lib.load()
     for n in names:
         assert getattr(lib, n).argtypes is not None, n
+
+
+def test_op_codes_match_header():
+    # enum atk_op, ATK_NOPS and ATK_FUSED_COUNTER_BYTES as _lib spells them;
+    # each op's name as the library's atk_op_name says it
+    header = (ROOT / "kernels" / "atk.h").read_text()
+    import re
+    ops = {m[0]: int(m[1]) for m in re.findall(r"\bATK_OP_(\w+)\s*=\s*(\d+)", header)}
+    assert ops and sorted(ops.values()) == list(range(len(ops)))
+    for name, code in ops.items():
+        assert getattr(_lib, f"OP_{name}") == code, name
+        assert _lib.OP_NAMES[code] == name.lower()
+    assert int(re.search(r"\bATK_NOPS\s*=\s*(\d+)", header)[1]) == _lib.NOPS == len(_lib.OP_NAMES) == len(ops)
+    assert int(re.search(r"#define\s+ATK_FUSED_COUNTER_BYTES\s+(\d+)", header)[1]) == _lib.FUSED_COUNTER_BYTES
+    lib = _lib.load()
+    assert [_lib.text(lib.atk_op_name(i)) for i in range(_lib.NOPS)] == list(_lib.OP_NAMES)

@@ -212,6 +212,18 @@ def test_pdl_pairs_differ_only_in_tp_pdl():
     assert [(a.us, b.us) for a, b in report.pdl_pairs(trials)] == [(10.0, 8.0)]
 
 
+def test_every_op_has_its_baseline_label():
+    # the fused ops are measured against the runtime's unfused sequence
+    # (tuner/op_fused.c, baseline 0), not against a naive fused kernel
+    from atk import _lib
+    fused = _lib.OP_NAMES[_lib.OP_RMSNORM_GEMV:]
+    assert set(report.FUSED_OPS) == set(fused) and len(fused) == 7
+    for op in _lib.OP_NAMES:
+        want = ("cuBLAS" if op == "gemv" else "cuBLAS + add kernel" if op == "gemv_add" else
+                "atk unfused sequence" if op in fused else "naive fused kernel")
+        assert report.BASELINE_LABEL.get(op, report.DEFAULT_BASELINE_LABEL) == want, op
+
+
 def test_the_cache_is_not_changed(cache, page):
     # opened read-only: the report (page fixture) left the file as written
     assert sha256_of(cache[0]) == cache[2]

@@ -88,7 +88,7 @@ def test_stats_count_each_path(dry):
     dry.add_gemma_rmsnorm(meta(2, 2048), r, w)    # tuned
     dry.rmsnorm(meta(2, 2048), w)                 # fallback (not in the table)
     s = dry.stats()
-    assert set(s) == set(atk._lib.OP_NAMES) and len(s) == 11
+    assert set(s) == set(atk._lib.OP_NAMES) and len(s) == 13
     assert s["gemv"] == {"calls": 5, "tuned": 1, "bucket": 2, "inferred": 1, "fallback": 1, "missed": 0,
                          "rejected": 0}
     assert s["add_gemma_rmsnorm"]["calls"] == 1 and s["add_gemma_rmsnorm"]["tuned"] == 1
