@@ -92,7 +92,9 @@ static void qwen_suites_load(void)
         CHECK_EQ_INT(count_op(s, "gemma_rmsnorm_gemv"), 4 * 5);
         CHECK_EQ_INT(count_op(s, "gemma_rmsnorm_gemv_swiglu"), 5);
         CHECK_EQ_INT(count_op(s, "gemv_add"), 2 * 5);
-        CHECK_EQ_INT(s->nentries, 35);
+        CHECK_EQ_INT(count_op(s, "add_gemma_rmsnorm_gemv"), 3);
+        CHECK_EQ_INT(s->nentries, 38);
+        CHECK(find(s, "add_gemma_rmsnorm_gemv", "1x2048x12288") != NULL);
         const at_suite_entry *e = find(s, "gemma_rmsnorm_gemv_swiglu", "16x2048x6144");
         CHECK(e != NULL && e->shape.rank == 3 && e->shape.M == 16 && e->shape.K == 2048 && e->shape.N == 6144);
         CHECK(find(s, "gemma_rmsnorm_gemv", "1x2048x248320") != NULL);

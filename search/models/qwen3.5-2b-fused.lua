@@ -20,5 +20,10 @@ return {
     tune("gemma_rmsnorm_gemv_swiglu", "1..16x2048x6144", "post-attention norm + MLP gate_up + SwiGLU"),
     tune("gemv_add", "1..16x2048x2048", "attn o / linear-attn out + residual add"),
     tune("gemv_add", "1..16x6144x2048", "MLP down + residual add"),
+    -- the residual-add form, for an engine that adds before the norm
+    -- (o_proj and down_proj as plain GEMVs): z = x + residual written back
+    tune("add_gemma_rmsnorm_gemv", "1x2048x12288", "residual add + post-attention norm + MLP gate_up"),
+    tune("add_gemma_rmsnorm_gemv", "1x2048x5120",  "residual add + input norm + attn q/k/v + gate"),
+    tune("add_gemma_rmsnorm_gemv", "1x2048x8192",  "residual add + input norm + linear-attn in_proj_qkvz"),
   },
 }
