@@ -843,7 +843,7 @@ static void fused_ops_against_fp64(void)
         int swi = is_swiglu(op), add = is_add(op);
         for (int form = 0; form < 1 + swi + add; form++) { /* 0: Wg, Wu apart; 1: one [2N,K] weight */
             CUdeviceptr dg = form && swi ? Wgu.d : Wg.d, du = add ? r.d : form ? Wgu.d + N * K * 2 : Wu.d;
-            const uint16_t *hg = form ? Wgu.h : Wg.h, *hu = form ? Wgu.h + N * K : Wu.h;
+            const uint16_t *hg = form && swi ? Wgu.h : Wg.h, *hu = form ? Wgu.h + N * K : Wu.h;
             static const struct {
                 int unfused;
                 size_t M;
