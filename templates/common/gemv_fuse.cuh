@@ -174,7 +174,11 @@ __device__ __forceinline__ at_vec at_add_vec(const at_vec &x, const at_vec &r)
 ** group's counter (gridDim.y groups, tokens [tok0, tok0 + tokens) clamped
 ** to M), and the warp that counts last, when every other warp of the group
 ** is done reading, writes z = rne(x + res) over the group's rows of res and
-** sets the counter back to zero for the next launch. */
+** sets the counter back to zero for the next launch. No fence: what must
+** come first is every other warp's reads of x and res, and a warp issues
+** its atomic in order after the reduction that consumed every value it
+** loaded; x and res are written by no one else, so the last warp's own
+** loads cannot see stale data (fences here cost a microsecond of tail). */
 __device__ __forceinline__ void at_res_arrive(const at_elem *x, at_elem *res, unsigned *cnt, int K, int M, int tok0,
                                               int tokens)
 {
@@ -182,13 +186,10 @@ __device__ __forceinline__ void at_res_arrive(const at_elem *x, at_elem *res, un
     const unsigned total = gridDim.x * (blockDim.x >> 5);
     unsigned last = 0;
     __syncwarp();
-    if (lane == 0) {
-        __threadfence();
+    if (lane == 0)
         last = atomicAdd(cnt + blockIdx.y, 1u) == total - 1;
-    }
     if (!__shfl_sync(0xffffffffu, last, 0))
         return;
-    __threadfence();
     for (int j = 0; j < tokens && tok0 + j < M; j++) {
         const long long row = (long long)(tok0 + j) * K;
 #pragma unroll 4
