@@ -459,31 +459,6 @@ static int norm_gemv(model *m, int M, CUdeviceptr w, CUdeviceptr W, CUdeviceptr 
                      m->atk, "atk_gemma_rmsnorm_gemv");
 }
 
-/* mode 4, a linear layer: 1 when atk serves both gemma_rmsnorm_gemv calls
-** after its input norm (qkvz, ba) with the unfused sequence at M tokens
-** (no fused kernel tuned, or the tuned answer "unfused"): the norm then runs
-** once for both GEMVs instead of once in each call. Asked once per M. */
-static int shares_norm(model *m, int M)
-{
-    if (M < (int)sizeof m->share_norm && m->share_norm[M])
-        return m->share_norm[M] == 1;
-    atk_choice a, b;
-    int share = atk_explain(m->atk, ATK_OP_GEMMA_RMSNORM_GEMV, ATK_BF16, M, HIDDEN, QKVZ, &a) == ATK_OK &&
-                atk_explain(m->atk, ATK_OP_GEMMA_RMSNORM_GEMV, ATK_BF16, M, HIDDEN, BA, &b) == ATK_OK &&
-                !strcmp(a.strategy, "unfused") && !strcmp(b.strategy, "unfused");
-    if (M < (int)sizeof m->share_norm)
-        m->share_norm[M] = share ? 1 : 2;
-    return share;
-}
-
-/* mode 4: normed[M,HIDDEN] = gemma_rmsnorm(residual), then y = normed . W^T */
-static int norm_once(model *m, int M, CUdeviceptr w)
-{
-    return atk_check(atk_gemma_rmsnorm(m->atk, (atk_stream)m->stream, ATK_BF16, M, HIDDEN, (void *)m->residual,
-                                       (void *)w, (void *)m->normed, 1e-6f),
-                     m->atk, "atk_gemma_rmsnorm");
-}
-
 /* mode 4: residual[M,HIDDEN] += x[M,K] . W^T, rounded as the GEMV and the add */
 static int gemv_add(model *m, int M, CUdeviceptr x, CUdeviceptr W, int K)
 {
@@ -496,9 +471,7 @@ static int gemv_add(model *m, int M, CUdeviceptr x, CUdeviceptr W, int K)
 ** every norm is in the prologue of the GEMV that reads it, SwiGLU in the
 ** gate/up GEMV's epilogue, every residual add in the epilogue of the GEMV
 ** that produces the delta: per layer 3 (linear: 4) atk calls and the
-** stand-in, no add, norm or SiLU*mul kernel between them. Where atk would
-** run both of a linear layer's norm GEMVs unfused (larger M), the norm runs
-** once and feeds both (shares_norm). */
+** stand-in, no add, norm or SiLU*mul kernel between them. */
 static int step_fused(model *m, unsigned mask, int M)
 {
     const unsigned rows = (unsigned)M;
@@ -509,12 +482,7 @@ static int step_fused(model *m, unsigned mask, int M)
         layer *L = &m->layers[l];
         const int swap_norms = m->fault == FAULT_SWAP_NORMS;
         CUdeviceptr n1 = swap_norms ? L->norm2 : L->norm1, n2 = swap_norms ? L->norm1 : L->norm2;
-        if (L->linear && shares_norm(m, M)) { /* the norm counts in the qkvz kind */
-            if ((ON(K_NORM_QKVZ) &&
-                 (norm_once(m, M, n1) || gemv(m, MODE_ATK, M, m->normed, L->w_in, m->big, HIDDEN, QKVZ))) ||
-                (ON(K_NORM_BA) && gemv(m, MODE_ATK, M, m->normed, L->w_ba, ba, HIDDEN, BA)))
-                return 1;
-        } else if (L->linear) {
+        if (L->linear) {
             if ((ON(K_NORM_QKVZ) && norm_gemv(m, M, n1, L->w_in, m->big, QKVZ)) ||
                 (ON(K_NORM_BA) && norm_gemv(m, M, n1, L->w_ba, ba, BA)))
                 return 1;

@@ -110,10 +110,6 @@ typedef struct model {
     CUdeviceptr f_x, f_sq, f_ms, f_rs, f_xn, f_yw; /* fp32 scratch of the unfused chain */
     CUdeviceptr fused_scratch; /* mode 4: the fused calls' fallback scratch (atk_fused_scratch_bytes) */
     size_t fused_scratch_bytes;
-    /* mode 4, per M (1..64; 0 not yet asked): 1 when atk answers "unfused"
-    ** for both GEMVs after a linear layer's input norm, which then runs
-    ** once for both (model.c step_fused); 2 when not */
-    signed char share_norm[65];
     enum fault fault; /* mode 4 only; FAULT_NONE but for the check's self-test */
     size_t weight_bytes;
     int pdl; /* sm_90+: the engine's own kernels launch with PDL (model.c launch_own) */
