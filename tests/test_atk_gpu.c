@@ -826,7 +826,8 @@ static void fused_ops_against_fp64(void)
     buf x, w, Wgu, Wg, Wu, y, r;
     CUdeviceptr scratch = 0;
     size_t sbytes = atk_fused_scratch_bytes(ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU, ATK_BF16, MMAX, K, N);
-    uint16_t *r0 = malloc(MMAX * K * 2), *z = malloc(MMAX * K * 2), counters[ATK_FUSED_COUNTER_BYTES / 2];
+    uint16_t *r0 = malloc(MMAX * K * 2), *z = malloc(MMAX * K * 2);
+    unsigned counters[ATK_FUSED_COUNTER_BYTES / sizeof(unsigned)];
     if (!ok || !ctx || !unf || !r0 || !z || buf_new(g, &x, MMAX * K, 31) || buf_new(g, &w, K, 32) ||
         buf_new(g, &Wgu, 2 * N * K, 33) || buf_new(g, &Wg, N * K, 34) || buf_new(g, &Wu, N * K, 35) ||
         buf_new(g, &y, MMAX * N, 36) || buf_new(g, &r, MMAX * K, 37) || at_gpu_alloc(g, &scratch, sbytes) != AT_OK) {

@@ -23,6 +23,7 @@
 ** tests/test_gpu.c runs every candidate of each op on a GPU.
 */
 #include "fused_ref.h"
+#include "norm_ref.h"
 #include "op.h"
 #include "verify.h"
 
@@ -71,11 +72,12 @@ typedef struct fused {
     CUfunction fn[NB];
 } fused;
 
-static const char *norm_op_name(int norm, int res)
+/* The norm op of a fused op's unfused sequence (its value is the norm
+** templates' TP_OP, its name the norm's --op): Gemma or not, add_ or not. */
+static at_norm_op norm_op(int norm, int res)
 {
-    if (res)
-        return norm == AT_FUSED_NORM_GEMMA ? "add_gemma_rmsnorm" : "add_rmsnorm";
-    return norm == AT_FUSED_NORM_GEMMA ? "gemma_rmsnorm" : "rmsnorm";
+    return norm == AT_FUSED_NORM_GEMMA ? (res ? AT_NORM_ADD_GEMMA_RMSNORM : AT_NORM_GEMMA_RMSNORM)
+                                       : (res ? AT_NORM_ADD_RMSNORM : AT_NORM_RMSNORM);
 }
 
 static size_t round256(size_t n)
@@ -164,7 +166,7 @@ static int open_op(const at_op_env *env, at_search_result *res, void **state, in
     /* baseline 0's what says its steps; search.c adds which were tuned */
     char steps[96];
     if (norm)
-        snprintf(steps, sizeof steps, "atk unfused: %s + gemv%s", norm_op_name(norm, add),
+        snprintf(steps, sizeof steps, "atk unfused: %s + gemv%s", at_norm_ref_op_name(norm_op(norm, add)),
                  swiglu ? " 2N + silu_mul" : "");
     else
         snprintf(steps, sizeof steps, "atk unfused: gemv 2N + silu_mul");
@@ -193,7 +195,7 @@ static int components(const at_search_opts *o, int norm, int swiglu, int add, at
     int n = 0;
     if (norm && n < max)
         out[n++] =
-            (at_op_component){.op = norm_op_name(norm, add), .shape = {.rank = 2, .M = o->shape.M, .K = o->shape.K}};
+            (at_op_component){.op = at_norm_ref_op_name(norm_op(norm, add)), .shape = {.rank = 2, .M = o->shape.M, .K = o->shape.K}};
     if (n < max)
         out[n++] = (at_op_component){
             .op = "gemv",
@@ -241,9 +243,9 @@ static int fused_setup(void *state, at_gpu *g, int copies)
         if (b == B_NAIVE ? !s->norm : !s->swiglu)
             continue;
         list[n] = (at_compile_job){.name = btemplate[b]};
-        if (b == B_NAIVE) /* [NORM_OP] (add_)rmsnorm 0 / 1, (add_)gemma_rmsnorm 2 / 3, w of the dtype */
+        if (b == B_NAIVE) /* [NORM_OP] the norm's TP_OP, w of the element dtype */
             snprintf(list[n].options, sizeof list[n].options, "-DTP_OP=%d -DTP_WFP32=0",
-                     (s->norm == AT_FUSED_NORM_GEMMA ? 2 : 0) + s->res);
+                     (int)norm_op(s->norm, s->res));
         entries[n] = bname[b];
         idx[n++] = b;
     }
