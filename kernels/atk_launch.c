@@ -457,7 +457,7 @@ static int fused_call(atk_ctx *ctx, int op, atk_stream stream, int dtype, int64_
     const atk_entry *e = entry >= 0 && path != ATK_PATH_FALLBACK ? &ctx->entries[entry] : NULL;
     int m = (int)M, k = (int)K, n = (int)N;
     if (!e || e->strategy == ATK_S_BASELINE) {
-        st = unfused(ctx, op, (CUstream)stream, dtype, m, k, n, x, add ? res : NULL, w, Wg, Wu, y, eps, scratch);
+        st = unfused(ctx, op, (CUstream)stream, dtype, m, k, n, x, res, w, Wg, Wu, y, eps, scratch);
     } else {
         /* [FUSED_ARGS] the fused templates' 9 parameters, 11 with TP_RES
         ** (templates/common/gemv_fuse.cuh): the counters lead the scratch */
