@@ -7,6 +7,7 @@
 ** not at all, and export and show never write to the cache.
 */
 #include "cache_internal.h"
+#include "json.h"
 #include "table.h"
 
 #include <errno.h>
@@ -146,35 +147,15 @@ static int col_int(sqlite3_stmt *s, int i)
     return (int)sqlite3_column_int64(s, i);
 }
 
-/* 1 when s is valid UTF-8 (no overlong forms, surrogates or code points
-** above U+10FFFF): text the JSON writer writes as it is, so an export reads
-** back as the same bytes. (json.c has the same check for its reader,
-** static there.) */
+/* 1 when s is valid UTF-8 (json.c's rule): text the JSON writer writes as
+** it is, so an export reads back as the same bytes. */
 static int utf8_valid(const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
-        unsigned char c = *p, lo = 0x80, hi = 0xBF;
-        size_t n = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
-                                                             : c >= 0xF0 && c <= 0xF4 ? 4
-                                                                                      : 0;
-        if (!n)
+    size_t left = strlen(s), n;
+    for (; left; p += n, left -= n)
+        if (!(n = at_utf8_seq(p, left)))
             return 0;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F;
-        else if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
-        if (n > 1 && (p[1] < lo || p[1] > hi))
-            return 0;
-        for (size_t i = 2; i < n; i++)
-            if (p[i] < 0x80 || p[i] > 0xBF)
-                return 0;
-        p += n;
-    }
     return 1;
 }
 

@@ -86,9 +86,7 @@ static void free_children(at_json *v)
     memset(v, 0, sizeof *v);
 }
 
-/* Length of the valid UTF-8 sequence at s (avail bytes left), 0 if invalid:
-** no overlong forms, no surrogates, nothing above U+10FFFF. */
-static size_t utf8_seq(const unsigned char *s, size_t avail)
+size_t at_utf8_seq(const unsigned char *s, size_t avail)
 {
     unsigned char c = s[0];
     size_t n;
@@ -182,7 +180,7 @@ static int read_string(reader *r, char **out, size_t *outlen)
             return fail_at(r, q, "control character 0x%02x in a string (escape it)", c);
         }
         if (c >= 0x80) {
-            size_t n = utf8_seq((const unsigned char *)q, (size_t)(close - q));
+            size_t n = at_utf8_seq((const unsigned char *)q, (size_t)(close - q));
             if (!n) {
                 free(buf);
                 return fail_at(r, q, "invalid UTF-8 in a string");
@@ -568,7 +566,7 @@ void at_json_write_string(FILE *f, const char *s)
                 fprintf(f, "\\u%04x", c);
         } else if (c < 0x80) {
             fputc(c, f);
-        } else if ((n = utf8_seq(p, left)) != 0) {
+        } else if ((n = at_utf8_seq(p, left)) != 0) {
             fwrite(p, 1, n, f);
         } else {
             fputs("\xEF\xBF\xBD", f);

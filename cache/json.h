@@ -86,6 +86,10 @@ int at_json_get_int(const at_json_path *p, const at_json *obj, const char *key, 
 int at_json_get_number(const at_json_path *p, const at_json *obj, const char *key, double *out);
 int at_json_get_uint3(const at_json_path *p, const at_json *obj, const char *key, unsigned out[3]);
 
+/* Length of the valid UTF-8 sequence at s (avail bytes left, at least 1),
+** 0 if invalid: no overlong forms, no surrogates, nothing above U+10FFFF. */
+size_t at_utf8_seq(const unsigned char *s, size_t avail);
+
 /* ---------------------------------------------------------------- writers */
 
 /* Writes s as a JSON string literal (quotes and escapes; UTF-8 passes through). */

@@ -8,6 +8,7 @@
 ** time went (compile / verify / time / other).
 */
 #include "autotune.h"
+#include "json.h"
 
 #include <math.h>
 #include <string.h>
@@ -329,20 +330,10 @@ void at_report_text(FILE *f, const at_search_opts *o, const at_search_result *r,
     }
 }
 
-/* JSON string with escapes. */
+/* A JSON string (cache/json.c's writer; NULL as ""). */
 static void jstr(FILE *f, const char *s)
 {
-    fputc('"', f);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
+    at_json_write_string(f, s ? s : "");
 }
 
 /* A JSON number, or null where C has none (NaN, infinity: JSON has neither). */
