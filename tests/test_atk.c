@@ -80,16 +80,20 @@ static void put_kernel(at_cache *c, const at_key *k, const char *strategy, const
     CHECK_EQ_INT(at_cache_put_winner(c, k, &w), AT_OK);
 }
 
-static void put_baseline(at_cache *c, const at_key *k)
+/* A stored baseline answer (no kernel won): "cublas" for a GEMV, "unfused"
+** for a fused op ([UNFUSED_WINNER] tuner/op_fused.c writes it). */
+static void put_answer(at_cache *c, const at_key *k, const char *strategy, const char *params, double us)
 {
     at_winner w;
     memset(&w, 0, sizeof w);
-    strcpy(w.strategy, "cublas");
-    strcpy(w.params, "cublasGemmEx");
-    w.us = w.baseline_us = 4.9;
+    snprintf(w.strategy, sizeof w.strategy, "%s", strategy);
+    snprintf(w.params, sizeof w.params, "%s", params);
+    w.us = w.baseline_us = us;
     w.speedup = 1.0;
     CHECK_EQ_INT(at_cache_put_winner(c, k, &w), AT_OK);
 }
+#define put_baseline(c, k) put_answer((c), (k), "cublas", "cublasGemmEx", 4.9)
+#define put_unfused(c, k) put_answer((c), (k), "unfused", "atk unfused sequence", 6.1)
 
 #define SPLITK_8192 "TP_WARPS=16 TP_WPR=2 TP_ROWS=4 TP_VEC=8 TP_UNROLL=2 TP_CACHE=2 TP_PDL=1"
 #define WARPROW_2048 "TP_WARPS=16 TP_ROWS=1 TP_VEC=8 TP_UNROLL=4 TP_CACHE=1 TP_PDL=0"
@@ -1190,19 +1194,6 @@ static void test_gemv_add(void)
     atk_close(ctx);
     CHECK_EQ_INT(atk_gemv_add(NULL, NULL, ATK_BF16, 1, 1, 1, NULL, NULL, NULL), ATK_ERR_USAGE);
     CHECK_STR_HAS(atk_errmsg(NULL), "atk_gemv_add: NULL context");
-}
-
-/* A fused op's stored baseline answer: the unfused sequence won.
-** [UNFUSED_WINNER] tuner/op_fused.c writes it. */
-static void put_unfused(at_cache *c, const at_key *k)
-{
-    at_winner w;
-    memset(&w, 0, sizeof w);
-    strcpy(w.strategy, "unfused");
-    strcpy(w.params, "atk unfused sequence");
-    w.us = w.baseline_us = 6.1;
-    w.speedup = 1.0;
-    CHECK_EQ_INT(at_cache_put_winner(c, k, &w), AT_OK);
 }
 
 #define MT4_2048 "TP_WARPS=4 TP_WPR=1 TP_ROWS=2 TP_TOKENS=4 TP_VEC=8 TP_UNROLL=1 TP_CACHE=1 TP_PDL=1"
