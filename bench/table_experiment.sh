@@ -18,7 +18,8 @@
 # Env: EXP_DB (default ./exp.db), BASE (default the shipped fused table),
 #      ENTRIES ("op shape" per line; default: the fused ops at M = 1 and
 #      gemv_add at M = 1..16, what mode 4 calls at B = 1), BUDGET (seconds,
-#      default 480), BATCH (default 1,4,16), OUT (default /tmp/table-experiment).
+#      default 480), BATCH (default 1,4,16), OUT (default /tmp/table-experiment),
+#      TUNE_ARGS (more autotune options for the tune stage, e.g. "--top 40").
 # Speed is reported, never asserted; the full logs land in $OUT.
 set -uo pipefail
 build=${1:-}
@@ -36,6 +37,7 @@ db=${EXP_DB:-$PWD/exp.db}
 base=${BASE:-cache/tables/qwen3.5-2b-h200-fused.json}
 budget=${BUDGET:-480}
 batch=${BATCH:-1,4,16}
+read -r -a tune_args <<<"${TUNE_ARGS:-}"
 entries=${ENTRIES:-"gemma_rmsnorm_gemv 1x2048x5120
 gemma_rmsnorm_gemv 1x2048x8192
 gemma_rmsnorm_gemv 1x2048x32
@@ -65,7 +67,7 @@ tune)
     fi
     echo "== $op $shape ($spent s spent)" >>"$out/tune.txt"
     timeout -s INT -k 30 $((budget - spent)) "$build/autotune" --op "$op" --shape "$shape" --db "$db" --quiet \
-      >>"$out/tune.txt" 2>&1
+      "${tune_args[@]}" >>"$out/tune.txt" 2>&1
     rc=$?
     if [ "$rc" = 0 ]; then
       echo "done: $op $shape ($(($(date +%s) - t0)) s spent)"
