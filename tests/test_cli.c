@@ -386,6 +386,29 @@ static void strategy_precedence_through_the_cli(void)
     remove("/tmp/at_spec_anneal.lua");
 }
 
+/* --json stays valid JSON whatever a spec's reason text holds: bytes that
+** are not UTF-8 are written as U+FFFD. */
+static void json_reasons_are_valid_utf8(void)
+{
+    static cli_out o;
+    FILE *f = fopen("/tmp/at_spec_utf8.lua", "w");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    fputs("return { op = 'gemv', strategies = {"
+          " { name = 'spill', template = 'gemv/gemv_spill.cu', kernel = 'gemv_spill',"
+          " params = { { 'TP_LIVE', {1, 2} } }, constraints = { { 'odd', function(p, s)"
+          " if p.TP_LIVE == 2 then return 'two \\255 bytes' end return true end } },"
+          " grid = function(p, s) return {1} end, block = function(p, s) return {1024} end } },"
+          " bytes = function(s) return 1 end }\n", f);
+    fclose(f);
+    cli_run(SPILL_ARGS "--spec /tmp/at_spec_utf8.lua --json", &o);
+    CHECK_EQ_INT(o.code, 0);
+    CHECK_STR_HAS(o.out, "two \xEF\xBF\xBD bytes\"");
+    CHECK(strstr(o.out, "\xFF") == NULL);
+    remove("/tmp/at_spec_utf8.lua");
+}
+
 /* A candidate that spills is compiled and reported, not timed, unless the
 ** spec says allow_spills = true; a non-boolean allow_spills is a spec error. */
 static void spilling_candidates_are_not_timed(void)
@@ -452,6 +475,7 @@ int main(void)
     TT_RUN(progress_plain_off_a_terminal);
     TT_RUN(dry_run_reports_time_breakdown);
     TT_RUN(strategy_precedence_through_the_cli);
+    TT_RUN(json_reasons_are_valid_utf8);
     TT_RUN(spilling_candidates_are_not_timed);
     TT_RUN(low_occupancy_candidates_are_not_timed);
     TT_RUN(validate_bad_input_changes_nothing);
