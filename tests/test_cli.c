@@ -96,18 +96,28 @@ static void bad_arguments_exit_2(void)
     }
 }
 
+/* Writes text to path; 0 when it could not (CHECKed). */
+static int write_spec(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f)
+        return 0;
+    fputs(text, f);
+    fclose(f);
+    return 1;
+}
+
 static void spec_for_another_op_is_refused(void)
 {
     static cli_out o;
-    FILE *f = fopen("/tmp/at_norm_spec.lua", "w");
-    CHECK(f != NULL);
-    if (!f)
+    if (!write_spec(
+            "/tmp/at_norm_spec.lua",
+            "return { op = 'rmsnorm', strategies = { { name = 'a', template = 'gemv/gemv_warp_row.cu',"
+            " kernel = 'gemv_warp_row', params = { { 'TP_WARPS', {1} } }, constraints = {},"
+            " grid = function(p, s) return {1} end, block = function(p, s) return {32} end } },"
+            " bytes = function(s) return 1 end }\n"))
         return;
-    fputs("return { op = 'rmsnorm', strategies = { { name = 'a', template = 'gemv/gemv_warp_row.cu',"
-          " kernel = 'gemv_warp_row', params = { { 'TP_WARPS', {1} } }, constraints = {},"
-          " grid = function(p, s) return {1} end, block = function(p, s) return {32} end } },"
-          " bytes = function(s) return 1 end }\n", f);
-    fclose(f);
     cli_run("--op gemv --shape 1x64x64 --dry-run --spec /tmp/at_norm_spec.lua", &o);
     CHECK_EQ_INT(o.code, 2);
     CHECK_STR_HAS(o.err, "not 'gemv'");
@@ -364,16 +374,13 @@ static void dry_run_reports_time_breakdown(void)
 static void strategy_precedence_through_the_cli(void)
 {
     static cli_out o;
-    FILE *f = fopen("/tmp/at_spec_anneal.lua", "w");
-    CHECK(f != NULL);
-    if (!f)
+    if (!write_spec("/tmp/at_spec_anneal.lua",
+                    "return { op = 'gemv', search_strategy = 'anneal', strategies = {"
+                    " { name = 'spill', template = 'gemv/gemv_spill.cu', kernel = 'gemv_spill',"
+                    " params = { { 'TP_LIVE', {1, 2, 3, 4} } }, constraints = {},"
+                    " grid = function(p, s) return {1} end, block = function(p, s) return {1024} end } },"
+                    " bytes = function(s) return 1 end }\n"))
         return;
-    fputs("return { op = 'gemv', search_strategy = 'anneal', strategies = {"
-          " { name = 'spill', template = 'gemv/gemv_spill.cu', kernel = 'gemv_spill',"
-          " params = { { 'TP_LIVE', {1, 2, 3, 4} } }, constraints = {},"
-          " grid = function(p, s) return {1} end, block = function(p, s) return {1024} end } },"
-          " bytes = function(s) return 1 end }\n", f);
-    fclose(f);
     cli_run(SPILL_ARGS "--spec /tmp/at_spec_anneal.lua --json", &o);
     CHECK_STR_HAS(o.out, "\"strategy\":\"anneal\",\"from\":\"spec\"");
     cli_run(SPILL_ARGS "--spec /tmp/at_spec_anneal.lua --json --effort exhaustive", &o);
@@ -391,17 +398,14 @@ static void strategy_precedence_through_the_cli(void)
 static void json_reasons_are_valid_utf8(void)
 {
     static cli_out o;
-    FILE *f = fopen("/tmp/at_spec_utf8.lua", "w");
-    CHECK(f != NULL);
-    if (!f)
+    if (!write_spec("/tmp/at_spec_utf8.lua",
+                    "return { op = 'gemv', strategies = {"
+                    " { name = 'spill', template = 'gemv/gemv_spill.cu', kernel = 'gemv_spill',"
+                    " params = { { 'TP_LIVE', {1, 2} } }, constraints = { { 'odd', function(p, s)"
+                    " if p.TP_LIVE == 2 then return 'two \\255 bytes' end return true end } },"
+                    " grid = function(p, s) return {1} end, block = function(p, s) return {1024} end } },"
+                    " bytes = function(s) return 1 end }\n"))
         return;
-    fputs("return { op = 'gemv', strategies = {"
-          " { name = 'spill', template = 'gemv/gemv_spill.cu', kernel = 'gemv_spill',"
-          " params = { { 'TP_LIVE', {1, 2} } }, constraints = { { 'odd', function(p, s)"
-          " if p.TP_LIVE == 2 then return 'two \\255 bytes' end return true end } },"
-          " grid = function(p, s) return {1} end, block = function(p, s) return {1024} end } },"
-          " bytes = function(s) return 1 end }\n", f);
-    fclose(f);
     cli_run(SPILL_ARGS "--spec /tmp/at_spec_utf8.lua --json", &o);
     CHECK_EQ_INT(o.code, 0);
     CHECK_STR_HAS(o.out, "two \xEF\xBF\xBD bytes\"");
