@@ -246,9 +246,9 @@ int atk__entry_init(atk_entry *e, const atk_row *r, char *why, size_t len)
                  atk__fused_swiglu(e->op));
         return 0;
     }
-    if (atk__is_gemv(e->op) && e->p.res != atk__fused_res(e->op)) {
-        snprintf(why, len, "TP_RES=%d is not %s's (TP_RES=%d)", e->p.res, atk_op_name(e->op),
-                 atk__fused_res(e->op));
+    if (atk__is_gemv(e->op) && (e->p.res != 0) != atk__fused_res(e->op)) { /* 1 and 2: the same arguments */
+        snprintf(why, len, "TP_RES=%d is not %s's (%s)", e->p.res, atk_op_name(e->op),
+                 atk__fused_res(e->op) ? "TP_RES=1 or 2" : "TP_RES=0");
         return 0;
     }
     if (e->p.res && e->M > ATK_FUSED_MAX_GROUPS) { /* it serves M <= its own: one counter per token group */

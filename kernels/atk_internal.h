@@ -311,7 +311,8 @@ static inline int atk__is_fused(int op)
 }
 
 /* A fused op's TP_NORM (0 none, 1 RMSNorm, 2 Gemma), TP_SWIGLU (0, 1) and
-** TP_RES (0, 1: the residual-add form); 0 for every other op. [FUSED_OPS]
+** TP_RES (0; 1 for the residual-add forms, whose kernels are TP_RES=1 or 2);
+** 0 for every other op. [FUSED_OPS]
 ** search/gemv.lua sets the same values. */
 static inline int atk__fused_norm(int op)
 {

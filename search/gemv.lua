@@ -20,7 +20,9 @@
 -- decode ops (templates/common/gemv_fuse.cuh) set TP_NORM (the RMSNorm of x
 -- in the prologue: 1 plain, 2 Gemma), TP_SWIGLU (y = silu(x.Wg) * (x.Wu), N
 -- the intermediate size) and, in the residual-add forms, TP_RES (z = x + res
--- feeds the norm and is written back into res); they live in the CUDA-core
+-- feeds the norm and is written back into res: 1 by the last warp, which
+-- reads x and res again; 2 staged in shared memory, written by the last
+-- block from there); they live in the CUDA-core
 -- templates only, and multi_token serves them up to M = 16 (two groups of 8
 -- tokens), since the tensor-core templates have no fused form.
 
@@ -53,9 +55,24 @@ local function params(list)
   if ADD == 1 then list[#list + 1] = { "TP_ADD", { 1 } } end
   if NORM > 0 then list[#list + 1] = { "TP_NORM", { NORM } } end
   if SWIGLU == 1 then list[#list + 1] = { "TP_SWIGLU", { 1 } } end
-  if RES == 1 then list[#list + 1] = { "TP_RES", { 1 } } end
+  if RES == 1 then list[#list + 1] = { "TP_RES", { 1, 2 } } end
   return list
 end
+
+-- TP_RES=2 stages the block's z in dynamic shared memory: K elements per
+-- token of the block (common/gemv_fuse.cuh); the other forms use none.
+local function staged_smem(p, s)
+  if p.TP_RES == 2 then return s.K * (p.TP_TOKENS or 1) * s.elem end
+  return 0
+end
+
+local staged_z_fits = { "staged_z_fits", function(p, s)
+  -- the staged z beside the block's static arrays (under 2 KiB) within the
+  -- 48 KiB a kernel gets without raising its dynamic limit
+  local bytes = staged_smem(p, s)
+  if bytes > 46 * 1024 then return "TP_RES=2 stages " .. bytes .. " B of z > 46 KiB" end
+  return true
+end }
 
 -- TP_PF (warp_row and splitk): the block's weight tile asked of L2 before
 -- the PDL wait. Searched where a prologue (the norm's sum of squares) or an
@@ -207,9 +224,11 @@ return {
           return true
         end },
         one_token,
+        staged_z_fits,
       },
       grid = function(p, s) return { cdiv(s.N, p.TP_WARPS * p.TP_ROWS), s.M, 1 } end,
       block = function(p, s) return { 32 * p.TP_WARPS, 1, 1 } end,
+      smem = staged_smem,
     },
     {
       name = "splitk",
@@ -231,9 +250,11 @@ return {
         every_warp_has_k,
         split_block_n_within_n,
         one_token,
+        staged_z_fits,
       },
       grid = function(p, s) return { cdiv(s.N, p.TP_WARPS // p.TP_WPR * p.TP_ROWS), s.M, 1 } end,
       block = function(p, s) return { 32 * p.TP_WARPS, 1, 1 } end,
+      smem = staged_smem,
     },
     {
       -- CUDA cores, TP_TOKENS tokens per block
@@ -281,9 +302,11 @@ return {
         unroll_within_k(nil),
         every_warp_has_k,
         split_block_n_within_n,
+        staged_z_fits,
       },
       grid = function(p, s) return { cdiv(s.N, p.TP_WARPS // p.TP_WPR * p.TP_ROWS), cdiv(s.M, p.TP_TOKENS), 1 } end,
       block = function(p, s) return { 32 * p.TP_WARPS, 1, 1 } end,
+      smem = staged_smem,
     },
     {
       -- tensor cores, 16 rows x 8 tokens per mma

@@ -783,9 +783,11 @@ static int fused_call(atk_ctx *ctx, at_gpu *g, int op, size_t M, size_t K, size_
 ** at M = 3 (ATK_NO_INFER: warp_row serves M = 1 only). SwiGLU both with
 ** two weights and with one [2N, K] weight (Wu = Wg + N*K: one GEMV over 2N
 ** rows). y and scratch are poisoned with NaN before every call, but the
-** scratch's counters, zeroed once: the add forms' residual must come back as
-** z = rne(x + residual) bit for bit and the counters as zero, on two calls
-** in a row (the second adds x again). */
+** scratch's counters, zeroed once: the add forms' residual must come back
+** as z = rne(x + residual) bit for bit and the counters as zero, on two
+** calls in a row (the second adds x again). add_rmsnorm_gemv's kernel is
+** TP_RES=1 (the last warp writes z), add_gemma_rmsnorm_gemv's TP_RES=2 (z
+** staged in dynamic shared memory, the last block writes it). */
 #define FUSED_WR "TP_WARPS=4 TP_ROWS=2 TP_VEC=8 TP_UNROLL=1 TP_CACHE=1 TP_PDL=0"
 
 static void fused_ops_against_fp64(void)
@@ -808,15 +810,16 @@ static void fused_ops_against_fp64(void)
     static const char *const fparams[7] = {FUSED_WR " TP_NORM=1 TP_SWIGLU=0", FUSED_WR " TP_NORM=2 TP_SWIGLU=0",
                                            FUSED_WR " TP_NORM=0 TP_SWIGLU=1", FUSED_WR " TP_NORM=1 TP_SWIGLU=1",
                                            FUSED_WR " TP_NORM=2 TP_SWIGLU=1", FUSED_WR " TP_NORM=1 TP_RES=1",
-                                           FUSED_WR " TP_NORM=2 TP_RES=1"};
+                                           FUSED_WR " TP_NORM=2 TP_RES=2"};
     int ok = at_cache_open(db, &c) == AT_OK && at_templates_open("templates", &t) == AT_OK &&
              !put_compiled(c, t, &g->info, "gemv", "1x1096x1000", "gemv/gemv_warp_row.cu", "gemv_warp_row", FUSED_WR,
                            grid, 128, 0, 0) &&
              !put_compiled(c, t, &g->info, "rmsnorm", "1x1096", "norm/norm_block_row.cu", "norm_block_row",
                            NORM_PARAMS, gn, 256, 0, 0);
-    for (int i = 0; ok && i < 7; i++)
+    for (int i = 0; ok && i < 7; i++) /* TP_RES=2 stages z: K elements of dynamic shared memory */
         ok = !put_compiled(c, t, &g->info, atk_op_name(ATK_OP_RMSNORM_GEMV + i), "1x1096x1000",
-                           "gemv/gemv_warp_row.cu", "gemv_warp_row", fparams[i], grid, 128, 0, 0);
+                           "gemv/gemv_warp_row.cu", "gemv_warp_row", fparams[i], grid, 128,
+                           strstr(fparams[i], "TP_RES=2") ? (unsigned)(K * 2) : 0, 0);
     at_templates_free(t);
     at_cache_close(c);
     CHECK(ok);

@@ -31,7 +31,7 @@ static const char *const folded[] = {"TP_CACHE", "TP_UNROLL", "TP_STAGES", "TP_P
 
 /* Adds op's live candidates at shape for arch to list[*n] unless there. */
 static void add_distinct(const char *op, const char *shape, int arch, distinct_cand *list, int *n, int cap,
-                         int *nlive)
+                         int *nlive, int *staged)
 {
     at_problem pb = {.op = op, .dtype = AT_BF16, .arch = arch, .sms = 132};
     at_spec *spec = NULL;
@@ -52,9 +52,10 @@ static void add_distinct(const char *op, const char *shape, int arch, distinct_c
             CHECK_STR_HAS(d.options, strstr(op, "gemma") ? "-DTP_NORM=2" : "-DTP_NORM=1");
         if (swiglu)
             CHECK_STR_HAS(d.options, "-DTP_SWIGLU=1");
-        if (!strncmp(op, "add_", 4))
-            CHECK_STR_HAS(d.options, "-DTP_RES=1");
-        else
+        if (!strncmp(op, "add_", 4)) {
+            CHECK(strstr(d.options, "-DTP_RES=1") || strstr(d.options, "-DTP_RES=2"));
+            *staged += strstr(d.options, "-DTP_RES=2") != NULL;
+        } else
             CHECK(strstr(d.options, "TP_RES") == NULL);
         dk_fold(d.options, folded, d.folded, sizeof d.folded);
         dk_add(list, n, cap, &d);
@@ -77,7 +78,7 @@ static void compile_for(int arch, at_dtype dtype)
     distinct_cand *list = calloc(CAP, sizeof *list);
     at_spec *spec = NULL;
     at_templates *tpl = NULL;
-    int n = 0, nlive = 0, per[8] = {0};
+    int n = 0, nlive = 0, staged = 0, per[8] = {0};
     CHECK(list != NULL);
     CHECK_EQ_INT(at_spec_load_op("search/gemv.lua", "rmsnorm_gemv", &spec), AT_OK); /* template names */
     CHECK_EQ_INT(at_templates_open("templates", &tpl), AT_OK);
@@ -88,15 +89,17 @@ static void compile_for(int arch, at_dtype dtype)
         const char *const *shapes = res ? res_shapes : swiglu ? swiglu_shapes : norm_shapes;
         int ns = res ? 4 : swiglu ? 2 : 8;
         for (int i = 0; i < ns; i++)
-            add_distinct(ops[o], shapes[i], arch, list, &n, CAP, &nlive);
+            add_distinct(ops[o], shapes[i], arch, list, &n, CAP, &nlive, &staged);
     }
     CHECK(n > 0 && n < CAP);
     double t = dk_compile(spec, tpl, list, n, arch, dtype, per);
     /* the three CUDA-core strategies are compiled; the mma ones never live */
     CHECK(per[0] > 0 && per[1] > 0 && per[2] > 0);
     CHECK(per[3] == 0 && per[4] == 0);
-    printf("  sm_%d %s: %d live, %d distinct kernels compiled (warp_row %d, splitk %d, multi_token %d), %.1f s\n",
-           arch, at_dtype_name(dtype), nlive, n, per[0], per[1], per[2], t);
+    CHECK(staged > 0); /* the residual-add forms' TP_RES=2 (staged z) candidates are among them */
+    printf("  sm_%d %s: %d live (%d staged-z), %d distinct kernels compiled (warp_row %d, splitk %d, multi_token %d), "
+           "%.1f s\n",
+           arch, at_dtype_name(dtype), nlive, staged, n, per[0], per[1], per[2], t);
 done:
     free(list);
     at_templates_free(tpl);

@@ -1090,7 +1090,7 @@ static void test_gemv_spec_serves_the_fused_ops(void)
             for (int j = 0; j < n; j++) {
                 bad_param += at_candidate_param(&c[j], "TP_NORM", 0) != ops[i].norm ||
                              at_candidate_param(&c[j], "TP_SWIGLU", 0) != ops[i].swiglu ||
-                             at_candidate_param(&c[j], "TP_RES", 0) != ops[i].res ||
+                             (at_candidate_param(&c[j], "TP_RES", 0) != 0) != ops[i].res ||
                              at_candidate_param(&c[j], "TP_ADD", 0) != 0;
                 if (c[j].pruned_by[0])
                     continue;

@@ -102,10 +102,10 @@ static int check_spec(const fused *s, const at_op_env *env)
                          "TP_SWIGLU=%d (the spec must set them for this op)",
                          env->o->spec_path, i, env->o->op, (long long)nm, (long long)sw, env->o->op, s->norm,
                          s->swiglu);
-        else if (at_candidate_param(&c[i], "TP_RES", 0) != s->res)
-            rc = at_fail(AT_ERR_SPEC, "%s: candidate %d of %s has TP_RES=%lld, but %s is TP_RES=%d",
+        else if ((at_candidate_param(&c[i], "TP_RES", 0) != 0) != s->res)
+            rc = at_fail(AT_ERR_SPEC, "%s: candidate %d of %s has TP_RES=%lld, but %s is %s",
                          env->o->spec_path, i, env->o->op, (long long)at_candidate_param(&c[i], "TP_RES", 0),
-                         env->o->op, s->res);
+                         env->o->op, s->res ? "a residual-add form (TP_RES=1 or 2)" : "TP_RES=0");
         else if (at_candidate_param(&c[i], "TP_ADD", 0) != 0)
             rc = at_fail(AT_ERR_SPEC, "%s: candidate %d of %s has TP_ADD=1 (no fused op adds a residual)",
                          env->o->spec_path, i, env->o->op);

@@ -21,7 +21,15 @@
 **              place by the warp of each token group that finishes last
 **              (at_res_arrive: one counter per token group in cnt, which
 **              must be zero at launch and is left zero), since every block
-**              reads all of x and res until it is done
+**              reads all of x and res until it is done. 2: the same
+**              function, z staged: each block writes the z it computes in
+**              the prologue into dynamic shared memory (K * tokens
+**              elements, at_zs) and its GEMV loop reads z from there, so
+**              its reads of x and res end with the prologue; thread 0 then
+**              takes a ticket (one atomic per block, its value waited for
+**              only at the end), and warp 0 of the block with the last
+**              ticket writes its staged z into res (at_res_write_staged):
+**              no second read of x and res, no serial tail
 **   TP_PF      0 none; 1: the block asks L2 for its whole weight tile before
 **              the PDL wait (at_prefetch_rows), so the weights stream from
 **              memory while the block waits on the previous kernel and
@@ -54,8 +62,8 @@
 #ifndef TP_RES
 #define TP_RES 0
 #endif
-#if TP_RES != 0 && TP_RES != 1
-#error "TP_RES must be 0 or 1"
+#if TP_RES < 0 || TP_RES > 2
+#error "TP_RES must be 0, 1 or 2"
 #endif
 #if TP_RES && !TP_NORM
 #error "TP_RES (the residual-add form) needs TP_NORM"
@@ -165,6 +173,9 @@ __device__ __forceinline__ at_vec at_add_vec(const at_vec &x, const at_vec &r)
 /* The norm's input at p, a pointer into x: z = rne(x + res) at the same
 ** offset (x and res are the kernel's parameters). */
 #define AT_LOAD_Z(p) at_add_vec(at_load_x(p), at_ld_vec(res + ((p) - x)))
+#endif
+
+#if TP_RES == 1
 /* at_norm_rstd's extra arguments: x and res, to find res's rows. */
 #define AT_RES_ARGS , x, res
 #define AT_RES_RSTD_PARAMS , const at_elem *x, const at_elem *res
@@ -200,10 +211,67 @@ __device__ __forceinline__ void at_res_arrive(const at_elem *x, at_elem *res, un
         cnt[blockIdx.y] = 0;
 }
 #define AT_RES_ARRIVE(tok0, tokens) at_res_arrive(x, res, cnt, K, M, (tok0), (tokens))
+#define AT_RES_STAGE(tok0)
+#define AT_RES_TICKET()
+#define AT_LOAD_XZ(p) AT_LOAD_Z(p)
+#elif TP_RES == 2
+/* The block's staged z: `tokens` rows of K elements in dynamic shared
+** memory (the spec's smem: K * tokens * sizeof(at_elem)), row j holding
+** token tok0 + j (a token past M holds token M - 1's copy, as xr[j] reads
+** it); at_zx is x's row of token tok0, so the z of x's element p is at
+** at_zs + (p - at_zx) for every p the GEMV loop reads. */
+#define AT_RES_STAGE(tok0)                                                                                            \
+    extern __shared__ __align__(16) at_elem at_zs[];                                                                  \
+    const at_elem *const at_zx = x + (long long)(tok0) * K
+/* at_norm_rstd's extra arguments: x and res, to find res's rows, and the
+** staging rows it fills. */
+#define AT_RES_ARGS , x, res, at_zs
+#define AT_RES_RSTD_PARAMS , const at_elem *x, const at_elem *res, at_elem *zs
+/* The GEMV loop's z: the staged copy. */
+#define AT_LOAD_XZ(p) at_ld_vec(at_zs + ((p) - at_zx))
+
+/* Thread 0's ticket, taken right after at_norm_rstd's last barrier, when
+** every thread of the block has read x and res for the last time (the
+** loaded values went into the staged rows and the sums before the
+** barrier); the other threads hold 0. Nothing waits for the value until
+** at_res_write_staged. */
+__device__ __forceinline__ unsigned at_res_ticket(unsigned *cnt)
+{
+    return threadIdx.x == 0 ? atomicAdd(cnt + blockIdx.y, 1u) : 0u;
+}
+#define AT_RES_TICKET() const unsigned at_tk = at_res_ticket(cnt)
+
+/* Called at the end by every warp that reaches it (warp 0 always does):
+** in the token group's block that took the last ticket, when every block
+** of the group has read x and res for the last time, warp 0 writes the
+** staged z over the group's rows of res (tokens past M skipped) and sets
+** the counter back to zero for the next launch. */
+__device__ __forceinline__ void at_res_write_staged(const at_elem *zs, at_elem *res, unsigned *cnt, unsigned tk, int K,
+                                                    int M, int tok0, int tokens)
+{
+    if (threadIdx.x >= 32u)
+        return;
+    const int lane = (int)threadIdx.x;
+    if (!__shfl_sync(0xffffffffu, tk == gridDim.x - 1u, 0))
+        return;
+    for (int j = 0; j < tokens && tok0 + j < M; j++) {
+        at_elem *dst = res + (long long)(tok0 + j) * K;
+        const at_elem *src = zs + (long long)j * K;
+#pragma unroll 4
+        for (int k = lane * TP_VEC; k < K; k += 32 * TP_VEC)
+            at_st_vec(dst + k, at_ld_vec(src + k));
+    }
+    if (lane == 0)
+        cnt[blockIdx.y] = 0;
+}
+#define AT_RES_ARRIVE(tok0, tokens) at_res_write_staged(at_zs, res, cnt, at_tk, K, M, (tok0), (tokens))
 #else
 #define AT_LOAD_Z(p) at_load_x(p)
+#define AT_LOAD_XZ(p) at_load_x(p)
 #define AT_RES_ARGS
 #define AT_RES_RSTD_PARAMS
+#define AT_RES_STAGE(tok0)
+#define AT_RES_TICKET()
 #define AT_RES_ARRIVE(tok0, tokens) ((void)0)
 #endif
 
@@ -225,6 +293,9 @@ __device__ __forceinline__ void at_norm_rstd(const at_elem *const (&xr)[T], int 
 #pragma unroll
         for (int j = 0; j < T; j++) {
             at_vec v = AT_LOAD_Z(xr[j] + k);
+#if TP_RES == 2
+            at_st_vec(zs + j * K + k, v);
+#endif
             s[j] = at_dot(v, v, s[j]);
         }
     }
@@ -271,7 +342,7 @@ __device__ __forceinline__ at_vec at_norm_vec(const at_vec &x, const at_vec &w, 
 }
 /* x's vector at element k of a row (p = row + k), normalized with r
 ** (TP_RES: z's, the residual added first). */
-#define AT_LOAD_X(p, k, r) at_norm_vec(AT_LOAD_Z(p), at_load_x(nw + (k)), (r))
+#define AT_LOAD_X(p, k, r) at_norm_vec(AT_LOAD_XZ(p), at_load_x(nw + (k)), (r))
 #else
 #define AT_LOAD_X(p, k, r) at_load_x(p)
 #endif

@@ -25,7 +25,8 @@
 **              the unfused GEMV + add (the gemv_add op; common/dtype.cuh)
 **   TP_NORM    0 none; 1, 2: RMSNorm / Gemma RMSNorm of x in the prologue
 **   TP_SWIGLU  0 none; 1: y = silu(x.Wg) * (x.Wu) (common/gemv_fuse.cuh)
-**   TP_RES     1: the norm's input is x + res, written back into res
+**   TP_RES     1, 2: the norm's input is x + res, written back into res
+**              (2: z staged in K * tokens elements of dynamic shared memory)
 **   TP_DTYPE   1 bf16, 2 fp16
 **
 ** Standalone: nvcc -arch=sm_90 -cubin -I templates templates/gemv/gemv_multi_token.cu
@@ -107,7 +108,9 @@ gemv_multi_token(const at_elem *__restrict__ x, const at_elem *__restrict__ W, a
     at_pdl_trigger();
 #if TP_NORM
     __shared__ float nss[TP_WARPS * TP_TOKENS], nrs[TP_TOKENS];
+    AT_RES_STAGE(tok0);
     at_norm_rstd<TP_TOKENS>(xr, K, eps, nss, nrs, TP_WARPS AT_RES_ARGS);
+    AT_RES_TICKET();
     float rstd[TP_TOKENS];
 #pragma unroll
     for (int j = 0; j < TP_TOKENS; j++)

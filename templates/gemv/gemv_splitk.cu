@@ -20,7 +20,8 @@
 **              the unfused GEMV + add (the gemv_add op; common/dtype.cuh)
 **   TP_NORM    0 none; 1, 2: RMSNorm / Gemma RMSNorm of x in the prologue
 **   TP_SWIGLU  0 none; 1: y = silu(x.Wg) * (x.Wu) (common/gemv_fuse.cuh)
-**   TP_RES     1: the norm's input is x + res, written back into res
+**   TP_RES     1, 2: the norm's input is x + res, written back into res
+**              (2: z staged in K * tokens elements of dynamic shared memory)
 **   TP_PF      1: the block's weight tile asked of L2 before the PDL wait
 **   TP_DTYPE   1 bf16, 2 fp16
 **
@@ -87,10 +88,12 @@ gemv_splitk(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
     at_pdl_trigger();
 #if TP_NORM
     __shared__ float nss[TP_WARPS], nrs[1];
+    AT_RES_STAGE((int)blockIdx.y);
     {
         const at_elem *xs[1] = {xr};
         at_norm_rstd<1>(xs, K, eps, nss, nrs, TP_WARPS AT_RES_ARGS);
     }
+    AT_RES_TICKET();
     const float rstd = nrs[0];
 #else
     const float rstd = 0.0f;
