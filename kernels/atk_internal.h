@@ -163,6 +163,11 @@ int atk__entry_init(atk_entry *e, const atk_row *r, char *why, size_t len);
 /* Launch geometry of e's kernel for another shape (M, K, N); 0 when e's
 ** kernel is not valid for it. [LAUNCH_GEOMETRY] mirrors search/gemv.lua and the norm specs. */
 int atk__entry_geometry(const atk_entry *e, int M, int K, int N, unsigned grid[3], unsigned block[3]);
+/* Dynamic shared memory of e's kernel at K: a TP_RES=2 kernel stages K *
+** tokens elements of z (search/gemv.lua's staged_smem); every other kernel
+** keeps its stored size (sized for its own K: such a kernel is never
+** inferred for another). */
+unsigned atk__entry_smem(const atk_entry *e, int K);
 
 /* ------------------------------------------------------------ the context */
 

@@ -189,15 +189,17 @@ static int choose(atk_ctx *ctx, int op, int dtype, int M, int K, int N, const vo
     return ATK_OK;
 }
 
-/* The launch geometry of e for this call: the stored one when tuned here. */
-static void geometry(const atk_entry *e, int path, int M, int K, int N, unsigned grid[3], unsigned block[3])
+/* The launch geometry and dynamic shared memory of e for this call: the
+** stored ones when tuned here. */
+static unsigned geometry(const atk_entry *e, int path, int M, int K, int N, unsigned grid[3], unsigned block[3])
 {
     if (path == ATK_PATH_TUNED) {
         memcpy(grid, e->grid, 3 * sizeof *grid);
         memcpy(block, e->block, 3 * sizeof *block);
-    } else {
-        atk__entry_geometry(e, M, K, N, grid, block);
+        return e->smem;
     }
+    atk__entry_geometry(e, M, K, N, grid, block);
+    return atk__entry_smem(e, K);
 }
 
 /* Enqueues a decided GEMV-op call (gemv or gemv_add; the context is
@@ -211,8 +213,8 @@ static int gemv_run(atk_ctx *ctx, int op, CUstream s, int dtype, int M, int K, i
     unsigned grid[3], block[3];
     CUdeviceptr dx = (CUdeviceptr)(uintptr_t)x, dw = (CUdeviceptr)(uintptr_t)W, dy = (CUdeviceptr)(uintptr_t)y;
     void *args[] = {&dx, &dw, &dy, &M, &K, &N};
-    geometry(e, path, M, K, N, grid, block);
-    return launch(ctx, e->fn, e->kernel, grid, block, e->smem, e->pdl, s, args);
+    unsigned smem = geometry(e, path, M, K, N, grid, block);
+    return launch(ctx, e->fn, e->kernel, grid, block, smem, e->pdl, s, args);
 }
 
 /* atk_gemv and atk_gemv_add: one body; y is the residual for gemv_add (its
@@ -271,8 +273,8 @@ static int norm_run(atk_ctx *ctx, int op, CUstream s, int dtype, int T, int H, c
     unsigned grid[3] = {(unsigned)T, 1, 1}, block[3] = {256, 1, 1};
     if (!e || e->strategy == ATK_S_BASELINE)
         return launch(ctx, ctx->naive_fn[op][dtype - 1], "norm_naive", grid, block, 0, 0, s, args);
-    geometry(e, path, T, H, 0, grid, block);
-    return launch(ctx, e->fn, e->kernel, grid, block, e->smem, e->pdl, s, args);
+    unsigned smem = geometry(e, path, T, H, 0, grid, block);
+    return launch(ctx, e->fn, e->kernel, grid, block, smem, e->pdl, s, args);
 }
 
 /* The RMSNorm family: (x, residual, w, y, T, H, eps), as every norm template. */
@@ -466,8 +468,8 @@ static int fused_call(atk_ctx *ctx, int op, atk_stream stream, int dtype, int64_
                     du = (CUdeviceptr)(uintptr_t)(swi ? Wu : NULL), dn = (CUdeviceptr)(uintptr_t)(nrm ? w : NULL),
                     dr = (CUdeviceptr)(uintptr_t)res, dc = (CUdeviceptr)(uintptr_t)scratch;
         void *args[] = {&dx, &dw, &dy, &m, &k, &n, &du, &dn, &eps, &dr, &dc};
-        geometry(e, path, m, k, n, grid, block);
-        st = launch(ctx, e->fn, e->kernel, grid, block, e->smem, e->pdl, (CUstream)stream, args);
+        unsigned smem = geometry(e, path, m, k, n, grid, block);
+        st = launch(ctx, e->fn, e->kernel, grid, block, smem, e->pdl, (CUstream)stream, args);
     }
     leave(ctx, pushed);
     if (st == ATK_OK)

@@ -256,7 +256,7 @@ int atk_explain(atk_ctx *ctx, int op, int dtype, int64_t M, int64_t K, int64_t N
         out->from = e->shape;
         out->pdl = e->pdl;
         out->recompiled = e->recompiled;
-        out->smem = e->smem;
+        out->smem = path == ATK_PATH_TUNED ? e->smem : atk__entry_smem(e, (int)K);
         if (path == ATK_PATH_TUNED) {
             memcpy(out->grid, e->grid, sizeof out->grid);
             memcpy(out->block, e->block, sizeof out->block);

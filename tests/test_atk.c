@@ -58,8 +58,8 @@ static at_key key_for(const at_device_info *d, const char *op, const char *shape
 }
 
 /* A generated-kernel winner with a fake cubin (dry contexts never load it). */
-static void put_kernel(at_cache *c, const at_key *k, const char *strategy, const char *kernel, const char *tpl,
-                       const char *params, unsigned gx, unsigned gy, unsigned bx, double us)
+static void put_kernel_smem(at_cache *c, const at_key *k, const char *strategy, const char *kernel, const char *tpl,
+                            const char *params, unsigned gx, unsigned gy, unsigned bx, double us, unsigned smem)
 {
     at_winner w;
     unsigned char blob[64];
@@ -73,11 +73,18 @@ static void put_kernel(at_cache *c, const at_key *k, const char *strategy, const
     w.speedup = 2.0;
     w.grid[0] = gx, w.grid[1] = gy, w.grid[2] = 1;
     w.block[0] = bx, w.block[1] = w.block[2] = 1;
+    w.smem = smem;
     for (size_t i = 0; i < sizeof blob; i++)
         blob[i] = (unsigned char)(i * 7 + strlen(k->shape));
     w.cubin = blob;
     w.cubin_size = sizeof blob;
     CHECK_EQ_INT(at_cache_put_winner(c, k, &w), AT_OK);
+}
+
+static void put_kernel(at_cache *c, const at_key *k, const char *strategy, const char *kernel, const char *tpl,
+                       const char *params, unsigned gx, unsigned gy, unsigned bx, double us)
+{
+    put_kernel_smem(c, k, strategy, kernel, tpl, params, gx, gy, bx, us, 0);
 }
 
 /* A stored baseline answer (no kernel won): "cublas" for a GEMV, "unfused"
@@ -1250,6 +1257,16 @@ static void build_fused_cache(const char *path)
     k = key_for(&H200_INFO, "add_gemma_rmsnorm_gemv", "128x2048x2048", AT_BF16); /* more token groups than counters */
     put_kernel(c, &k, "multi_token", "gemv_multi_token", "gemv/gemv_multi_token.cu",
                MT4_2048 " TP_NORM=2 TP_RES=1", 256, 32, 128, 30.0);
+    /* z staged (TP_RES=2): K * tokens elements of shared memory, stored with the row */
+    k = key_for(&H200_INFO, "add_gemma_rmsnorm_gemv", "1x2048x8192", AT_BF16);
+    put_kernel_smem(c, &k, "splitk", "gemv_splitk", "gemv/gemv_splitk.cu", SPLITK_8192 " TP_NORM=2 TP_RES=2", 256, 1,
+                    512, 8.5, 4096);
+    k = key_for(&H200_INFO, "add_gemma_rmsnorm_gemv", "4x2048x2048", AT_BF16);
+    put_kernel_smem(c, &k, "multi_token", "gemv_multi_token", "gemv/gemv_multi_token.cu",
+                    MT4_2048 " TP_NORM=2 TP_RES=2", 256, 1, 128, 9.0, 16384);
+    k = key_for(&H200_INFO, "add_gemma_rmsnorm_gemv", "1x2048x1024", AT_BF16); /* smem short of its z */
+    put_kernel_smem(c, &k, "splitk", "gemv_splitk", "gemv/gemv_splitk.cu", SPLITK_8192 " TP_NORM=2 TP_RES=2", 32, 1,
+                    512, 2.5, 2048);
     k = key_for(&H200_INFO, "gemv", "1x2048x2048", AT_BF16); /* gemv's own: never a fused op's */
     put_kernel(c, &k, "warp_row", "gemv_warp_row", "gemv/gemv_warp_row.cu", WARPROW_2048, 128, 1, 512, 2.8);
     at_cache_close(c);
@@ -1279,10 +1296,11 @@ static void test_fused(void)
     CHECK_STR_HAS(rep, "TP_RES=0 is not add_rmsnorm_gemv's (TP_RES=1 or 2)");
     CHECK_STR_HAS(rep, "TP_RES=1 is not rmsnorm_gemv's (TP_RES=0)");
     CHECK_STR_HAS(rep, "a residual-add kernel at M=128: they serve M <= 64");
+    CHECK_STR_HAS(rep, "TP_RES=2 stages 4096 B of z at K=2048, but the row's smem is 2048");
     atk_info in;
     atk_get_info(ctx, &in);
-    CHECK_EQ_INT((int)in.loaded, 7);
-    CHECK_EQ_INT((int)in.failed, 8);
+    CHECK_EQ_INT((int)in.loaded, 9);
+    CHECK_EQ_INT((int)in.failed, 9);
 
     atk_choice ch = explain(ctx, ATK_OP_RMSNORM_GEMV, ATK_BF16, 1, 2048, 2048);
     CHECK_EQ_INT(ch.path, ATK_PATH_TUNED);
@@ -1371,6 +1389,16 @@ static void test_fused(void)
     CHECK_STR_HAS(ch.params, "TP_NORM=1 TP_RES=1");
     CHECK_EQ_INT(explain(ctx, ATK_OP_ADD_RMSNORM_GEMV, ATK_BF16, 1, 2048, 4096).path, ATK_PATH_INFERRED);
     CHECK_EQ_INT(explain(ctx, ATK_OP_ADD_GEMMA_RMSNORM_GEMV, ATK_BF16, 100, 2048, 2048).path, ATK_PATH_FALLBACK);
+    /* z staged: the shared memory follows K (and the block's tokens), not M */
+    ch = explain(ctx, ATK_OP_ADD_GEMMA_RMSNORM_GEMV, ATK_BF16, 1, 2048, 8192);
+    CHECK(ch.path == ATK_PATH_TUNED && ch.smem == 4096);
+    ch = explain(ctx, ATK_OP_ADD_GEMMA_RMSNORM_GEMV, ATK_BF16, 1, 1024, 5120);
+    CHECK(ch.path == ATK_PATH_INFERRED && !strcmp(ch.from, "1x2048x8192") && ch.smem == 2048 && ch.grid[0] == 160);
+    ch = explain(ctx, ATK_OP_ADD_GEMMA_RMSNORM_GEMV, ATK_BF16, 1, 23552, 8192); /* 46 KiB: still fits */
+    CHECK(ch.path == ATK_PATH_INFERRED && ch.smem == 47104);
+    CHECK_EQ_INT(explain(ctx, ATK_OP_ADD_GEMMA_RMSNORM_GEMV, ATK_BF16, 1, 23560, 8192).path, ATK_PATH_FALLBACK);
+    ch = explain(ctx, ATK_OP_ADD_GEMMA_RMSNORM_GEMV, ATK_BF16, 3, 2048, 2048); /* the bucket: 4 tokens' rows */
+    CHECK(ch.path == ATK_PATH_BUCKET && ch.bucket == 4 && ch.smem == 16384);
     void *q = dummy + 4;
     CHECK_EQ_INT(atk_add_rmsnorm_gemv(ctx, NULL, ATK_BF16, 1, 2048, 2048, NULL, NULL, NULL, NULL, NULL, 1e-6f, NULL),
                  ATK_OK);
@@ -1419,7 +1447,7 @@ static void test_fused(void)
     /* ATK_UNFUSED: no fused entry loads; the norm and GEMV entries do */
     ctx = open_dry(db, ATK_UNFUSED);
     if (ctx) {
-        CHECK_STR_HAS(atk_report(ctx), "6 fused-op entries not loaded (ATK_UNFUSED)");
+        CHECK_STR_HAS(atk_report(ctx), "8 fused-op entries not loaded (ATK_UNFUSED)");
         CHECK_EQ_INT(explain(ctx, ATK_OP_RMSNORM_GEMV, ATK_BF16, 1, 2048, 2048).path, ATK_PATH_FALLBACK);
         CHECK(!strcmp(explain(ctx, ATK_OP_GEMV_SWIGLU, ATK_BF16, 1, 2048, 6144).strategy, "unfused"));
         CHECK_EQ_INT(explain(ctx, ATK_OP_GEMV, ATK_BF16, 1, 2048, 2048).path, ATK_PATH_TUNED);
