@@ -467,15 +467,64 @@ static int gemv_add(model *m, int M, CUdeviceptr x, CUdeviceptr W, int K)
                      m->atk, "atk_gemv_add");
 }
 
+/* Whether atk serves fused op `op` at M x HIDDEN x N with a fused kernel
+** (not its unfused sequence: the fallback or a stored "unfused" answer). */
+static int fused_here(model *m, int op, int M, int N)
+{
+    atk_choice ch;
+    return atk_explain(m->atk, op, ATK_BF16, M, HIDDEN, N, &ch) == ATK_OK && ch.path != ATK_PATH_FALLBACK &&
+           strcmp(ch.strategy, "unfused") != 0;
+}
+
+/* mode 4, a boundary whose fused op runs unfused: the normalized residual
+** into m->normed, the delta the GEMV before left in m->delta added first
+** (atk_add_gemma_rmsnorm, as mode 3) when one is pending. */
+static int norm_into(model *m, int M, int *pending, CUdeviceptr w)
+{
+    if (*pending) {
+        *pending = 0;
+        return norm(m, MODE_ATK, M, m->delta, w, m->normed);
+    }
+    return atk_check(atk_gemma_rmsnorm(m->atk, (atk_stream)m->stream, ATK_BF16, M, HIDDEN, (void *)m->residual,
+                                       (void *)w, (void *)m->normed, 1e-6f),
+                     m->atk, "atk_gemma_rmsnorm");
+}
+
+/* mode 4, the GEMV whose output is the residual's delta: the add in its
+** epilogue (gemv_add) when the fused op after it runs fused; else into
+** m->delta, the add left to that op's norm (*pending): where the fused op
+** runs unfused anyway, the plain GEMV and the add+norm kernel beat the add
+** epilogue and a plain norm (on the H200 at M >= 4: gemv_add 2048 -> 2048
+** is 0.8 us slower than the gemv at M = 16, add+norm 0.2 us slower than
+** the norm). */
+static int delta_gemv(model *m, int M, CUdeviceptr x, CUdeviceptr W, int K, int next_fused, int *pending)
+{
+    if (next_fused)
+        return gemv_add(m, M, x, W, K);
+    *pending = 1;
+    return gemv(m, MODE_ATK, M, x, W, m->delta, K, HIDDEN);
+}
+
 /* Mode 4: the residual stream lives in m->residual from the embeddings on;
 ** every norm is in the prologue of the GEMV that reads it, SwiGLU in the
 ** gate/up GEMV's epilogue, every residual add in the epilogue of the GEMV
 ** that produces the delta: per layer 3 (linear: 4) atk calls and the
-** stand-in, no add, norm or SiLU*mul kernel between them. */
+** stand-in, no add, norm or SiLU*mul kernel between them. Where atk runs a
+** boundary's fused op unfused at this M (fused_here), that boundary runs
+** as mode 3 does: the GEMV before it into m->delta, atk_add_gemma_rmsnorm
+** into m->normed, the GEMVs after it on m->normed (a fused one of the
+** boundary, the linear layers' ba, still reads the residual); each kind of
+** the breakdown keeps the kernels of its boundary. */
 static int step_fused(model *m, unsigned mask, int M)
 {
     const unsigned rows = (unsigned)M;
     CUdeviceptr ba = m->act; /* as in model_step: read by the recurrence before the MLP writes act */
+    const int f_qkvg = fused_here(m, ATK_OP_GEMMA_RMSNORM_GEMV, M, QKVG),
+              f_qkvz = fused_here(m, ATK_OP_GEMMA_RMSNORM_GEMV, M, QKVZ),
+              f_ba = fused_here(m, ATK_OP_GEMMA_RMSNORM_GEMV, M, BA),
+              f_swiglu = fused_here(m, ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU, M, INTER),
+              f_lm = fused_here(m, ATK_OP_GEMMA_RMSNORM_GEMV, M, VOCAB);
+    int pending = 0; /* m->delta holds a delta the next norm must add */
     if (cu_check(cuMemcpyDtoDAsync(m->residual, m->embed, (size_t)M * HIDDEN * 2, m->stream), "copy"))
         return 1;
     for (int l = 0; l < LAYERS; l++) {
@@ -483,14 +532,20 @@ static int step_fused(model *m, unsigned mask, int M)
         const int swap_norms = m->fault == FAULT_SWAP_NORMS;
         CUdeviceptr n1 = swap_norms ? L->norm2 : L->norm1, n2 = swap_norms ? L->norm1 : L->norm2;
         if (L->linear) {
-            if ((ON(K_NORM_QKVZ) && norm_gemv(m, M, n1, L->w_in, m->big, QKVZ)) ||
-                (ON(K_NORM_BA) && norm_gemv(m, M, n1, L->w_ba, ba, BA)))
+            if (ON(K_NORM_QKVZ) && (f_qkvz ? norm_gemv(m, M, n1, L->w_in, m->big, QKVZ)
+                                           : norm_into(m, M, &pending, n1) ||
+                                                 gemv(m, MODE_ATK, M, m->normed, L->w_in, m->big, HIDDEN, QKVZ)))
                 return 1;
-        } else if (ON(K_NORM_QKVG) && norm_gemv(m, M, n1, L->w_in, m->big, QKVG))
+            if (ON(K_NORM_BA) && (f_ba || f_qkvz ? norm_gemv(m, M, n1, L->w_ba, ba, BA)
+                                                 : gemv(m, MODE_ATK, M, m->normed, L->w_ba, ba, HIDDEN, BA)))
+                return 1;
+        } else if (ON(K_NORM_QKVG) && (f_qkvg ? norm_gemv(m, M, n1, L->w_in, m->big, QKVG)
+                                              : norm_into(m, M, &pending, n1) ||
+                                                    gemv(m, MODE_ATK, M, m->normed, L->w_in, m->big, HIDDEN, QKVG)))
             return 1;
         if (standin_mixer(m, mask, L, rows, ba))
             return 1;
-        if (ON(K_ATTN_O_ADD) && gemv_add(m, M, m->out, L->w_out, HIDDEN))
+        if (ON(K_ATTN_O_ADD) && delta_gemv(m, M, m->out, L->w_out, HIDDEN, f_swiglu, &pending))
             return 1;
         /* w_gate_up is [2 * INTER, HIDDEN]: the gate rows, then the up rows
         ** (silu_mul reads gate at i, up at INTER + i of the GEMV's row) */
@@ -501,17 +556,26 @@ static int step_fused(model *m, unsigned mask, int M)
             wu = t;
         }
         if (ON(K_NORM_SWIGLU) &&
-            atk_check(atk_gemma_rmsnorm_gemv_swiglu(m->atk, (atk_stream)m->stream, ATK_BF16, M, HIDDEN, INTER,
-                                                    (void *)m->residual, (void *)n2, (void *)wg, (void *)wu,
-                                                    (void *)m->act, 1e-6f, (void *)m->fused_scratch),
-                      m->atk, "atk_gemma_rmsnorm_gemv_swiglu"))
+            (f_swiglu ? atk_check(atk_gemma_rmsnorm_gemv_swiglu(m->atk, (atk_stream)m->stream, ATK_BF16, M, HIDDEN,
+                                                                 INTER, (void *)m->residual, (void *)n2, (void *)wg,
+                                                                 (void *)wu, (void *)m->act, 1e-6f,
+                                                                 (void *)m->fused_scratch),
+                                  m->atk, "atk_gemma_rmsnorm_gemv_swiglu")
+                      : norm_into(m, M, &pending, n2) ||
+                            atk_check(atk_gemv_swiglu(m->atk, (atk_stream)m->stream, ATK_BF16, M, HIDDEN, INTER,
+                                                      (void *)m->normed, (void *)wg, (void *)wu, (void *)m->act,
+                                                      (void *)m->fused_scratch),
+                                      m->atk, "atk_gemv_swiglu")))
             return 1;
         if (m->fault == FAULT_DROP_ADD && l == LAYERS - 1)
             continue;
-        if (ON(K_DOWN_ADD) && gemv_add(m, M, m->act, L->w_down, INTER))
+        const int next_fused = l + 1 < LAYERS ? (m->layers[l + 1].linear ? f_qkvz : f_qkvg) : f_lm;
+        if (ON(K_DOWN_ADD) && delta_gemv(m, M, m->act, L->w_down, INTER, next_fused, &pending))
             return 1;
     }
-    return ON(K_NORM_LM_HEAD) && norm_gemv(m, M, m->norm_final, m->w_lm, m->logits, VOCAB);
+    return ON(K_NORM_LM_HEAD) && (f_lm ? norm_gemv(m, M, m->norm_final, m->w_lm, m->logits, VOCAB)
+                                       : norm_into(m, M, &pending, m->norm_final) ||
+                                             gemv(m, MODE_ATK, M, m->normed, m->w_lm, m->logits, HIDDEN, VOCAB));
 }
 
 int model_step(model *m, enum mode mode, unsigned mask, int M)
