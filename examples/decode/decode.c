@@ -399,6 +399,19 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    /* mode 4's boundaries: "auto" (default) runs one whose fused op atk
+    ** serves unfused as mode 3 does; "fused" keeps the fused calls there too
+    ** (their own unfused sequence), to time one against the other */
+    const char *bnd_env = getenv("DECODE_BOUNDARIES");
+    int always_fused = 0;
+    if (bnd_env && *bnd_env) {
+        if (!strcmp(bnd_env, "fused"))
+            always_fused = 1;
+        else if (strcmp(bnd_env, "auto")) {
+            fprintf(stderr, "decode: DECODE_BOUNDARIES '%s': unknown (auto or fused)\n", bnd_env);
+            return 2;
+        }
+    }
     /* --json -: the JSON alone on stdout, the text report on stderr */
     FILE *out = stdout, *jf = NULL;
     if (a.json && !strcmp(a.json, "-")) {
@@ -485,6 +498,7 @@ int main(int argc, char **argv)
     if (model_init(&m, templates, 10 * major + minor, max_batch))
         goto done;
     m.fault = fault;
+    m.always_fused = always_fused;
     fprintf(out, "weights %.2f GB (synthetic), cache %s\n", (double)m.weight_bytes / 1e9, db);
     if (model_read_ceiling(&m, sms, &report_cfg.read_gbps))
         goto done;

@@ -468,10 +468,13 @@ static int gemv_add(model *m, int M, CUdeviceptr x, CUdeviceptr W, int K)
 }
 
 /* Whether atk serves fused op `op` at M x HIDDEN x N with a fused kernel
-** (not its unfused sequence: the fallback or a stored "unfused" answer). */
+** (not its unfused sequence: the fallback or a stored "unfused" answer);
+** always under DECODE_BOUNDARIES=fused. */
 static int fused_here(model *m, int op, int M, int N)
 {
     atk_choice ch;
+    if (m->always_fused)
+        return 1;
     return atk_explain(m->atk, op, ATK_BF16, M, HIDDEN, N, &ch) == ATK_OK && ch.path != ATK_PATH_FALLBACK &&
            strcmp(ch.strategy, "unfused") != 0;
 }

@@ -111,6 +111,8 @@ typedef struct model {
     CUdeviceptr fused_scratch; /* mode 4: the fused calls' fallback scratch (atk_fused_scratch_bytes) */
     size_t fused_scratch_bytes;
     enum fault fault; /* mode 4 only; FAULT_NONE but for the check's self-test */
+    int always_fused; /* mode 4: every boundary through the fused calls, even
+                         where atk serves them unfused (DECODE_BOUNDARIES=fused) */
     size_t weight_bytes;
     int pdl; /* sm_90+: the engine's own kernels launch with PDL (model.c launch_own) */
     /* kernels compiled at start with NVRTC */
