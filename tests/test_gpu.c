@@ -98,6 +98,7 @@ static void gemv_add_every_candidate_correct(void)
     gemv_add_all_correct("1x1096x1000", AT_BF16);
     gemv_add_all_correct("3x1096x1000", AT_BF16);
     gemv_add_all_correct("3x1096x1000", AT_FP16);
+    gemv_add_all_correct("12x1096x1000", AT_BF16); /* the tensor-core forms' two token tiles, one part-empty */
 }
 
 /* The fused ops: every candidate (and both baselines: the runtime's unfused
