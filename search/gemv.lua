@@ -83,14 +83,6 @@ local function pf(list)
   return list
 end
 
--- TP_RPRE (mma, mma_bulk; gemv_add only): the storing lanes read the
--- residual right after the PDL wait instead of after the sums, as warp_row
--- and splitk always do.
-local function rpre(list)
-  if ADD == 1 then list[#list + 1] = { "TP_RPRE", { 0, 1 } } end
-  return list
-end
-
 -- Weight rows a thread holds per output row: SwiGLU reads the gate's and the up's.
 local function wrows(p) return p.TP_ROWS * (1 + SWIGLU) end
 
@@ -321,7 +313,7 @@ return {
       name = "mma",
       template = "gemv/gemv_mma.cu",
       kernel = "gemv_mma",
-      params = rpre(params {
+      params = params {
         { "TP_WARPS",  { 4, 8, 16 } },
         { "TP_WPR",    { 1, 2, 4, 8, 16 } }, -- M=8 winners sat at the old edge, 8 of 8
         { "TP_KSPLIT", { 1, 2, 4, 8 } }, -- blocks of a cluster sharing K (sm_90+)
@@ -334,7 +326,7 @@ return {
         { "TP_XK",     { 0, 256, 512, 1024, 2048 } }, -- > 0: the block's activations in shared memory
         { "TP_CACHE",  { 1 } }, -- the M > 1 winners on the H200: 46 of 46 streaming
         { "TP_PDL",    { 0, 1 } },
-      }),
+      },
       constraints = {
         mma_m, cuda_cores_fuse,
         { "mma_needs_sm80", function(p, s)
@@ -447,7 +439,7 @@ return {
       name = "mma_bulk",
       template = "gemv/gemv_mma_bulk.cu",
       kernel = "gemv_mma_bulk",
-      params = rpre(params {
+      params = params {
         { "TP_WARPS",  { 2, 4, 8 } },
         { "TP_MT",     { 1, 2 } },
         { "TP_NT",     { 1, 2 } },
@@ -457,7 +449,7 @@ return {
         { "TP_VEC",    { 8 } },
         { "TP_CACHE",  { 0, 2 } },
         { "TP_PDL",    { 0, 1 } },
-      }),
+      },
       constraints = {
         mma_m, cuda_cores_fuse,
         { "bulk_needs_sm90", function(p, s)

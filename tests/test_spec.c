@@ -1002,10 +1002,9 @@ static void test_gemv_spec_serves_gemv_add(void)
         CHECK_EQ_INT(at_spec_expand(a, &pb, &ca, &na), AT_OK);
         CHECK(ng > 0);
         /* gemv's space with TP_ADD=1, and TP_PF 0 and 1 in warp_row and
-        ** splitk (strategies 0 and 1), TP_RPRE 0 and 1 in mma and mma_bulk
-        ** (3 and 4): gemv's candidate k, then a's in order, each pruned
-        ** alike */
-        int live = 0, j = 0, pf_seen[2] = {0, 0}, rp_seen[2] = {0, 0};
+        ** splitk (strategies 0 and 1): gemv's candidate k, then a's in
+        ** order, each pruned alike */
+        int live = 0, j = 0, pf_seen[2] = {0, 0};
         char (*sa)[256] = calloc((size_t)na + 1, 256);
         CHECK(sa != NULL);
         if (!sa)
@@ -1013,19 +1012,16 @@ static void test_gemv_spec_serves_gemv_add(void)
         for (int t = 0; t < na; t++)
             at_candidate_params_string(&ca[t], sa[t], 256);
         for (int k = 0; k < ng; k++) {
-            const int npf = cg[k].strategy <= 1 ? 2 : 1, nrp = cg[k].strategy >= 3 ? 2 : 1;
+            const int npf = cg[k].strategy <= 1 ? 2 : 1;
             CHECK_EQ_INT((int)at_candidate_param(&cg[k], "TP_ADD", -1), -1);
             CHECK_EQ_INT((int)at_candidate_param(&cg[k], "TP_PF", -1), -1);
-            CHECK_EQ_INT((int)at_candidate_param(&cg[k], "TP_RPRE", -1), -1);
             char pg[256];
             at_candidate_params_string(&cg[k], pg, sizeof pg);
-            for (int f = 0; f < npf * nrp; f++) {
+            for (int f = 0; f < npf; f++) {
                 const at_candidate *c = NULL;
                 char want[300];
                 if (npf == 2)
                     snprintf(want, sizeof want, "%s TP_ADD=1 TP_PF=%d", pg, f);
-                else if (nrp == 2)
-                    snprintf(want, sizeof want, "%s TP_ADD=1 TP_RPRE=%d", pg, f);
                 else
                     snprintf(want, sizeof want, "%s TP_ADD=1", pg);
                 for (int t = 0; t < na && !c; t++) /* wherever the expansion put it */
@@ -1039,15 +1035,11 @@ static void test_gemv_spec_serves_gemv_add(void)
                 live += !c->pruned_by[0];
                 if (npf == 2)
                     pf_seen[f]++;
-                if (nrp == 2)
-                    rp_seen[f]++;
             }
         }
         free(sa);
         CHECK_EQ_INT(na, j);
         CHECK_EQ_INT(pf_seen[0], pf_seen[1]);
-        CHECK_EQ_INT(rp_seen[0], rp_seen[1]);
-        CHECK(i == 0 ? rp_seen[0] == 0 : rp_seen[0] > 0); /* M = 1: no mma, no mma_bulk (mma_m) */
         CHECK(i == 0 ? pf_seen[0] > 0 : pf_seen[0] == 0); /* M = 4: no warp_row, no splitk (one_token) */
         CHECK(live > 0);
         double bg = 0, ba = 0;

@@ -203,21 +203,20 @@ __device__ __forceinline__ void at_mma_add_partials(float (&acc)[MT][NT][4], con
                     acc[mt][nt][i] += p[s * stride + ((mt * NT + nt) * 4 + i) * 32 + lane];
 }
 
-#ifndef TP_RPRE
-#define TP_RPRE 0
-#endif
-#if TP_RPRE != 0 && !(TP_RPRE == 1 && TP_ADD)
-#error "TP_RPRE is 0, or 1 with TP_ADD=1"
-#endif
-
-#if TP_ADD
-/* The residual values this lane's tile updates (rows past N, tokens past
-** M: 0), all loads in flight together. */
+/* Stores the tile: D[i][j] = y[tok0 + nt*8 + j][row0 + mt*16 + i]; this
+** lane holds i = g, g+8 and j = 2t, 2t+1; rows past N, tokens past M are
+** not stored. */
 template <int MT, int NT>
-__device__ __forceinline__ void at_mma_load_res(float (&r)[MT][NT][4], const at_elem *y, long long row0, int tok0,
-                                                int M, int N, int lane)
+__device__ __forceinline__ void at_mma_store(at_elem *y, const float (&acc)[MT][NT][4], long long row0, int tok0,
+                                             int M, int N, int lane)
 {
     const int g = lane >> 2, t = lane & 3;
+#if TP_ADD
+    /* y is the residual: every value this lane updates is read first, all
+    ** loads in flight together, then stored as AT_STORE_OUT rounds (one
+    ** round trip, not one per output: a store may alias a later load for
+    ** all the compiler knows) */
+    float r[MT][NT][4];
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -228,15 +227,6 @@ __device__ __forceinline__ void at_mma_load_res(float (&r)[MT][NT][4], const at_
                 const int tok = tok0 + nt * 8 + 2 * t + (i & 1);
                 r[mt][nt][i] = n < N && tok < M ? at_to_float(y[(long long)tok * N + n]) : 0.0f;
             }
-}
-
-/* Stores the tile over the residual values r read earlier, as
-** AT_STORE_OUT rounds with TP_ADD. */
-template <int MT, int NT>
-__device__ __forceinline__ void at_mma_store_res(at_elem *y, const float (&acc)[MT][NT][4], const float (&r)[MT][NT][4],
-                                                 long long row0, int tok0, int M, int N, int lane)
-{
-    const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -248,26 +238,7 @@ __device__ __forceinline__ void at_mma_store_res(at_elem *y, const float (&acc)[
                 if (n < N && tok < M)
                     y[(long long)tok * N + n] = at_from_float(r[mt][nt][i] + at_to_float(at_from_float(acc[mt][nt][i])));
             }
-}
-#endif
-
-/* Stores the tile: D[i][j] = y[tok0 + nt*8 + j][row0 + mt*16 + i]; this
-** lane holds i = g, g+8 and j = 2t, 2t+1; rows past N, tokens past M are
-** not stored. */
-template <int MT, int NT>
-__device__ __forceinline__ void at_mma_store(at_elem *y, const float (&acc)[MT][NT][4], long long row0, int tok0,
-                                             int M, int N, int lane)
-{
-#if TP_ADD
-    /* y is the residual: every value this lane updates is read first, all
-    ** loads in flight together, then stored as AT_STORE_OUT rounds (one
-    ** round trip, not one per output: a store may alias a later load for
-    ** all the compiler knows) */
-    float r[MT][NT][4];
-    at_mma_load_res(r, y, row0, tok0, M, N, lane);
-    at_mma_store_res(y, acc, r, row0, tok0, M, N, lane);
 #else
-    const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll

@@ -50,9 +50,6 @@
 **              held in flight in registers (with TP_STAGES=1 only)
 **   TP_ADD     0: y = the sums; 1: y += the sums in place, rounded as
 **              the unfused GEMV + add (the gemv_add op; common/dtype.cuh)
-**   TP_RPRE    0, or 1 with TP_ADD: the storing lanes read the residual
-**              right after the PDL wait, so its round trip overlaps the
-**              main loop instead of following it (NACC more registers)
 **   TP_DTYPE   1 bf16, 2 fp16
 **
 ** Standalone: nvcc -arch=sm_80 -cubin -I templates templates/gemv/gemv_mma.cu
@@ -205,11 +202,6 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
 #endif
     at_pdl_wait();
     at_pdl_trigger();
-#if TP_RPRE
-    float rres[TP_MT][TP_NT][4] = {}; /* the residual the storing lanes update */
-    if (slice == 0 && rank == 0 && live)
-        at_mma_load_res(rres, y, row0, tok0, M, N, lane);
-#endif
 #if TP_XK > 0
     {
         /* every thread of the block copies 16-byte pieces of the block's
@@ -345,9 +337,5 @@ gemv_mma(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_elem *
 #endif
     if (slice > 0 || !live)
         return;
-#if TP_RPRE
-    at_mma_store_res(y, acc, rres, row0, tok0, M, N, lane);
-#else
     at_mma_store(y, acc, row0, tok0, M, N, lane);
-#endif
 }

@@ -31,8 +31,6 @@
 **   TP_PDL     1: programmatic dependent launch
 **   TP_ADD     0: y = the sums; 1: y += the sums in place, rounded as
 **              the unfused GEMV + add (the gemv_add op; common/dtype.cuh)
-**   TP_RPRE    0, or 1 with TP_ADD: warp 0 reads the residual right after
-**              the PDL wait, so its round trip overlaps the main loop
 **   TP_DTYPE   1 bf16, 2 fp16
 ** (TP_VEC is 8: every fragment is one 16-byte read.)
 **
@@ -155,11 +153,6 @@ gemv_mma_bulk(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_e
     __syncthreads(); /* every warp sees the initialised barriers */
     at_pdl_wait();
     at_pdl_trigger();
-#if TP_RPRE
-    float rres[TP_MT][TP_NT][4] = {}; /* the residual warp 0 updates */
-    if (warp == 0 && rank == 0)
-        at_mma_load_res(rres, y, row0, tok0, M, N, lane);
-#endif
 
     /* B column g of each token tile is token tok0 + nt*8 + g; past M: zeros. */
     const at_elem *xr[TP_NT];
@@ -250,9 +243,5 @@ gemv_mma_bulk(const at_elem *__restrict__ x, const at_elem *__restrict__ W, at_e
 #endif
     if (warp > 0)
         return;
-#if TP_RPRE
-    at_mma_store_res(y, acc, rres, row0, tok0, M, N, lane);
-#else
     at_mma_store(y, acc, row0, tok0, M, N, lane);
-#endif
 }
