@@ -99,12 +99,14 @@ static int cdiv(int a, int b) { return (int)(((long long)a + b - 1) / b); }
 
 /* search/gemv.lua's staged_z_fits: the staged z within 46 KiB */
 #define ATK_STAGED_MAX (46u * 1024u)
+/* bytes of one staged z element: bf16 and fp16, the only dtypes of the fused ops */
+#define ATK_ELEM_BYTES 2
 
 unsigned atk__entry_smem(const atk_entry *e, int K)
 {
     if (e->p.res != 2)
         return e->smem;
-    long long b = (long long)K * (e->strategy == ATK_S_GEMV_MULTI_TOKEN ? e->p.tokens : 1) * 2;
+    long long b = (long long)K * (e->strategy == ATK_S_GEMV_MULTI_TOKEN ? e->p.tokens : 1) * ATK_ELEM_BYTES;
     return b > 0 && b <= ATK_STAGED_MAX ? (unsigned)b : 0;
 }
 
