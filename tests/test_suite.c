@@ -48,10 +48,11 @@ static void qwen_suites_load(void)
     CHECK_EQ_INT(rc, AT_OK);
     if (s) {
         CHECK(strcmp(s->name, "qwen3.5-2b") == 0);
-        CHECK_EQ_INT(count_op(s, "gemv"), 7 * 5);
+        CHECK_EQ_INT(count_op(s, "gemv"), 8 * 5);
         CHECK_EQ_INT(count_op(s, "gemma_rmsnorm"), 8);
         CHECK_EQ_INT(count_op(s, "add_gemma_rmsnorm"), 8);
-        CHECK_EQ_INT(s->nentries, 51);
+        CHECK_EQ_INT(s->nentries, 56);
+        CHECK(find(s, "gemv", "16x2048x8224") != NULL); /* examples/decode's qkvz|ba weight */
         const at_suite_entry *e = find(s, "gemv", "1x2048x5120");
         CHECK(e != NULL);
         if (e) {
@@ -89,11 +90,12 @@ static void qwen_suites_load(void)
         fprintf(stderr, "  %s\n", at_errmsg());
     CHECK_EQ_INT(rc, AT_OK);
     if (s) {
-        CHECK_EQ_INT(count_op(s, "gemma_rmsnorm_gemv"), 4 * 5);
+        CHECK_EQ_INT(count_op(s, "gemma_rmsnorm_gemv"), 5 * 5);
         CHECK_EQ_INT(count_op(s, "gemma_rmsnorm_gemv_swiglu"), 5);
         CHECK_EQ_INT(count_op(s, "gemv_add"), 2 * 5);
         CHECK_EQ_INT(count_op(s, "add_gemma_rmsnorm_gemv"), 3);
-        CHECK_EQ_INT(s->nentries, 38);
+        CHECK_EQ_INT(s->nentries, 43);
+        CHECK(find(s, "gemma_rmsnorm_gemv", "1x2048x8224") != NULL);
         CHECK(find(s, "add_gemma_rmsnorm_gemv", "1x2048x12288") != NULL);
         const at_suite_entry *e = find(s, "gemma_rmsnorm_gemv_swiglu", "16x2048x6144");
         CHECK(e != NULL && e->shape.rank == 3 && e->shape.M == 16 && e->shape.K == 2048 && e->shape.N == 6144);

@@ -84,8 +84,9 @@ static const char standin_src[] =
     "** [16g, 16g+16), its 16 loads in flight at once; the 8 row groups' partial\n"
     "** sums meet in shared memory, added in row order. 128 blocks of 128 threads\n"
     "** per token, so the state's loads (1 MB per layer and token) are spread\n"
-    "** over the GPU rather than 16 blocks. */\n"
-    "extern \"C\" __global__ void standin_linear(const at_elem *qkvz, const at_elem *ba, float *state, at_elem *out)\n"
+    "** over the GPU rather than 16 blocks. Its input is the row of the\n"
+    "** concatenated projection: q, k, v, z [0, 8192), beta, decay [8192, 8224). */\n"
+    "extern \"C\" __global__ void standin_linear(const at_elem *qkvz, float *state, at_elem *out)\n"
     "{\n"
     "    __shared__ float q[128], k[128], part[8][16];\n"
     "    const int h = (int)blockIdx.x / 8, c = (int)blockIdx.x % 8, t = (int)threadIdx.x;\n"
@@ -97,7 +98,8 @@ static const char standin_src[] =
     "    asm volatile(\"prefetch.global.L2 [%0];\" ::\"l\"(S + t * 128 + c * 16));\n"
     "    at_pdl_wait();\n"
     "    at_pdl_trigger();\n"
-    "    qkvz += tok * 8192; ba += tok * 32; out += tok * 2048;\n"
+    "    qkvz += tok * 8224; out += tok * 2048;\n"
+    "    const at_elem *ba = qkvz + 8192;\n"
     "    q[t] = at_to_float(qkvz[h * 128 + t]) * 0.08838835f;\n"
     "    k[t] = at_to_float(qkvz[2048 + h * 128 + t]) * 0.08838835f;\n"
     "    float s[16];\n"
@@ -281,13 +283,12 @@ int model_init(model *m, const char *templates, int arch, int max_batch)
     for (int l = 0; l < LAYERS; l++) {
         layer *L = &m->layers[l];
         L->linear = l % 4 != 3; /* three linear-attention layers, then one full */
-        if (weight(m, &L->w_in, L->linear ? QKVZ : QKVG, HIDDEN) || weight(m, &L->w_out, HIDDEN, HIDDEN) ||
+        if (weight(m, &L->w_in, L->linear ? QKVZBA : QKVG, HIDDEN) || weight(m, &L->w_out, HIDDEN, HIDDEN) ||
             weight(m, &L->w_gate_up, 2 * INTER, HIDDEN) || weight(m, &L->w_down, HIDDEN, INTER) ||
             alloc(m, &L->norm1, HIDDEN * 2, 1) || fill(m, L->norm1, HIDDEN, 0.1f, 0.0f) ||
             alloc(m, &L->norm2, HIDDEN * 2, 1) || fill(m, L->norm2, HIDDEN, 0.1f, 0.0f))
             return 1;
-        if (L->linear && (weight(m, &L->w_ba, BA, HIDDEN) ||
-                          alloc(m, &L->state, B * LHEADS * LDIM * LDIM * 4, 0)))
+        if (L->linear && alloc(m, &L->state, B * LHEADS * LDIM * LDIM * 4, 0))
             return 1;
     }
     if (weight(m, &m->w_lm, VOCAB, HIDDEN) || alloc(m, &m->norm_final, HIDDEN * 2, 1) ||
@@ -295,7 +296,7 @@ int model_init(model *m, const char *templates, int arch, int max_batch)
         fill(m, m->embed, B * HIDDEN, 1.0f, 0.0f))
         return 1;
     /* every activation holds max_batch rows */
-    const size_t big = 2 * INTER > QKVZ ? 2 * INTER : QKVZ;
+    const size_t big = 2 * INTER > QKVZBA ? 2 * INTER : QKVZBA;
     if (alloc(m, &m->delta, B * HIDDEN * 2, 0) || alloc(m, &m->residual, B * HIDDEN * 2, 0) ||
         alloc(m, &m->normed, B * HIDDEN * 2, 0) || alloc(m, &m->big, B * big * 2, 0) ||
         alloc(m, &m->act, B * INTER * 2, 0) || alloc(m, &m->out, B * HIDDEN * 2, 0) ||
@@ -311,7 +312,7 @@ int model_init(model *m, const char *templates, int arch, int max_batch)
         return 1;
     /* mode 4: one scratch for every fused call, the largest any of them
     ** needs at max_batch (a call may fall back to the unfused sequence) */
-    const int64_t fused_n[] = {QKVG, QKVZ, BA, VOCAB};
+    const int64_t fused_n[] = {QKVG, QKVZBA, VOCAB};
     m->fused_scratch_bytes = atk_fused_scratch_bytes(ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU, ATK_BF16, max_batch, HIDDEN,
                                                      INTER);
     for (size_t i = 0; i < sizeof fused_n / sizeof fused_n[0]; i++) {
@@ -350,7 +351,7 @@ void model_free(model *m)
             cuMemFree(all[i]);
     for (int l = 0; l < LAYERS; l++) {
         layer *L = &m->layers[l];
-        CUdeviceptr w[] = {L->w_in, L->w_out, L->w_ba, L->w_gate_up, L->w_down, L->norm1, L->norm2, L->state};
+        CUdeviceptr w[] = {L->w_in, L->w_out, L->w_gate_up, L->w_down, L->norm1, L->norm2, L->state};
         for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
             if (w[i])
                 cuMemFree(w[i]);
@@ -436,14 +437,14 @@ int kind_in_mode(enum op_kind k, enum mode mode)
     return (mode == MODE_FUSED) == (k >= K_NORM_QKVG);
 }
 
-/* Layer L's mixer stand-in over its projections in m->big (and, for the
-** recurrence, the beta/decay values in ba) into m->out, the same in every
-** mode: the recurrence 8 blocks per head (standin_linear's 16-column
-** slices), the attention 256 outputs a block. */
-static int standin_mixer(model *m, unsigned mask, layer *L, unsigned rows, CUdeviceptr ba)
+/* Layer L's mixer stand-in over its projections in m->big (the recurrence:
+** q, k, v, z, beta and decay, a row of QKVZBA per token) into m->out, the
+** same in every mode: the recurrence 8 blocks per head (standin_linear's
+** 16-column slices), the attention 256 outputs a block. */
+static int standin_mixer(model *m, unsigned mask, layer *L, unsigned rows)
 {
     if (L->linear) {
-        void *a[] = {&m->big, &ba, &L->state, &m->out};
+        void *a[] = {&m->big, &L->state, &m->out};
         return ON(K_LINEAR) && launch_own(m, m->k_linear, LHEADS * 8, rows, LDIM, a);
     }
     void *a[] = {&m->big, &m->out};
@@ -515,16 +516,13 @@ static int delta_gemv(model *m, int M, CUdeviceptr x, CUdeviceptr W, int K, int 
 ** stand-in, no add, norm or SiLU*mul kernel between them. Where atk runs a
 ** boundary's fused op unfused at this M (fused_here), that boundary runs
 ** as mode 3 does: the GEMV before it into m->delta, atk_add_gemma_rmsnorm
-** into m->normed, the GEMVs after it on m->normed (a fused one of the
-** boundary, the linear layers' ba, still reads the residual); each kind of
-** the breakdown keeps the kernels of its boundary. */
+** into m->normed, the GEMV after it on m->normed; each kind of the
+** breakdown keeps the kernels of its boundary. */
 static int step_fused(model *m, unsigned mask, int M)
 {
     const unsigned rows = (unsigned)M;
-    CUdeviceptr ba = m->act; /* as in model_step: read by the recurrence before the MLP writes act */
     const int f_qkvg = fused_here(m, ATK_OP_GEMMA_RMSNORM_GEMV, M, QKVG),
-              f_qkvz = fused_here(m, ATK_OP_GEMMA_RMSNORM_GEMV, M, QKVZ),
-              f_ba = fused_here(m, ATK_OP_GEMMA_RMSNORM_GEMV, M, BA),
+              f_qkvzba = fused_here(m, ATK_OP_GEMMA_RMSNORM_GEMV, M, QKVZBA),
               f_swiglu = fused_here(m, ATK_OP_GEMMA_RMSNORM_GEMV_SWIGLU, M, INTER),
               f_lm = fused_here(m, ATK_OP_GEMMA_RMSNORM_GEMV, M, VOCAB);
     int pending = 0; /* m->delta holds a delta the next norm must add */
@@ -534,19 +532,12 @@ static int step_fused(model *m, unsigned mask, int M)
         layer *L = &m->layers[l];
         const int swap_norms = m->fault == FAULT_SWAP_NORMS;
         CUdeviceptr n1 = swap_norms ? L->norm2 : L->norm1, n2 = swap_norms ? L->norm1 : L->norm2;
-        if (L->linear) {
-            if (ON(K_NORM_QKVZ) && (f_qkvz ? norm_gemv(m, M, n1, L->w_in, m->big, QKVZ)
-                                           : norm_into(m, M, &pending, n1) ||
-                                                 gemv(m, MODE_ATK, M, m->normed, L->w_in, m->big, HIDDEN, QKVZ)))
-                return 1;
-            if (ON(K_NORM_BA) && (f_ba || f_qkvz ? norm_gemv(m, M, n1, L->w_ba, ba, BA)
-                                                 : gemv(m, MODE_ATK, M, m->normed, L->w_ba, ba, HIDDEN, BA)))
-                return 1;
-        } else if (ON(K_NORM_QKVG) && (f_qkvg ? norm_gemv(m, M, n1, L->w_in, m->big, QKVG)
-                                              : norm_into(m, M, &pending, n1) ||
-                                                    gemv(m, MODE_ATK, M, m->normed, L->w_in, m->big, HIDDEN, QKVG)))
+        const int n_in = L->linear ? QKVZBA : QKVG, f_in = L->linear ? f_qkvzba : f_qkvg;
+        if (ON(L->linear ? K_NORM_QKVZBA : K_NORM_QKVG) &&
+            (f_in ? norm_gemv(m, M, n1, L->w_in, m->big, n_in)
+                  : norm_into(m, M, &pending, n1) || gemv(m, MODE_ATK, M, m->normed, L->w_in, m->big, HIDDEN, n_in)))
             return 1;
-        if (standin_mixer(m, mask, L, rows, ba))
+        if (standin_mixer(m, mask, L, rows))
             return 1;
         if (ON(K_ATTN_O_ADD) && delta_gemv(m, M, m->out, L->w_out, HIDDEN, f_swiglu, &pending))
             return 1;
@@ -572,7 +563,7 @@ static int step_fused(model *m, unsigned mask, int M)
             return 1;
         if (m->fault == FAULT_DROP_ADD && l == LAYERS - 1)
             continue;
-        const int next_fused = l + 1 < LAYERS ? (m->layers[l + 1].linear ? f_qkvz : f_qkvg) : f_lm;
+        const int next_fused = l + 1 < LAYERS ? (m->layers[l + 1].linear ? f_qkvzba : f_qkvg) : f_lm;
         if (ON(K_DOWN_ADD) && delta_gemv(m, M, m->act, L->w_down, INTER, next_fused, &pending))
             return 1;
     }
@@ -595,20 +586,14 @@ int model_step(model *m, enum mode mode, unsigned mask, int M)
     if (cu_check(cuMemsetD16Async(m->residual, 0, (size_t)M * HIDDEN, m->stream), "memset") ||
         cu_check(cuMemcpyDtoDAsync(m->delta, m->embed, (size_t)M * HIDDEN * 2, m->stream), "copy"))
         return 1;
-    /* the 32 beta/decay values per token [M, BA] live in act, read by the
-    ** recurrence before the MLP writes act */
-    CUdeviceptr ba = m->act;
     for (int l = 0; l < LAYERS; l++) {
         layer *L = &m->layers[l];
         if (ON(K_NORM) && norm(m, mode, M, m->delta, L->norm1, m->normed))
             return 1;
-        if (L->linear) {
-            if ((ON(K_QKVZ) && gemv(m, mode, M, m->normed, L->w_in, m->big, HIDDEN, QKVZ)) ||
-                (ON(K_BA) && gemv(m, mode, M, m->normed, L->w_ba, ba, HIDDEN, BA)))
-                return 1;
-        } else if (ON(K_QKVG) && gemv(m, mode, M, m->normed, L->w_in, m->big, HIDDEN, QKVG))
+        if (ON(L->linear ? K_QKVZBA : K_QKVG) &&
+            gemv(m, mode, M, m->normed, L->w_in, m->big, HIDDEN, L->linear ? QKVZBA : QKVG))
             return 1;
-        if (standin_mixer(m, mask, L, rows, ba))
+        if (standin_mixer(m, mask, L, rows))
             return 1;
         if ((ON(K_ATTN_O) && gemv(m, mode, M, m->out, L->w_out, m->delta, HIDDEN, HIDDEN)) ||
             (ON(K_NORM) && norm(m, mode, M, m->delta, L->norm2, m->normed)) ||
@@ -637,7 +622,7 @@ void model_step_bytes(const model *m, double M, step_bytes *b)
     ** and writes the residual. Then the embeddings in, the final norm's
     ** read of the residual and the logits out. */
     const double common = e * (HIDDEN + 2.0 * HIDDEN) + e * (HIDDEN + INTER) + e * (INTER + 2.0 * HIDDEN);
-    b->activations = linear * (e * (HIDDEN + QKVZ) + e * (HIDDEN + BA) + common) +
+    b->activations = linear * (e * (HIDDEN + QKVZBA) + common) +
                      full * (e * (HIDDEN + QKVG) + common) + e * HIDDEN + e * (HIDDEN + VOCAB);
     /* the stand-ins: the recurrence reads q, k, v, z, beta, decay and its
     ** fp32 state, writes the state and out; the attention reads v and the

@@ -27,19 +27,23 @@
 #define QKVG 5120  /* full attention: q, k, v and the output gate */
 #define QKVZ 8192  /* linear attention: q, k, v, z */
 #define BA 32      /* linear attention: beta and decay per head */
+/* The linear layers' two input projections (in_proj_qkvz, in_proj_ba) read
+** the same normalized x: the engine stores them as one [QKVZBA, HIDDEN]
+** weight (qkvz's rows, then ba's), as engines concatenate q/k/v, so one
+** GEMV (one norm+GEMV in mode 4) produces both, [M, QKVZBA] row-major. */
+#define QKVZBA (QKVZ + BA)
 #define LHEADS 16  /* linear-attention heads of 128 */
 #define LDIM 128
 
 /* Ops of a step, for the breakdown (a step enqueues those in its mask).
 ** Modes 1-3 run K_QKVG..K_SILU_MUL; mode 4 runs the stand-ins and the fused
 ** kinds K_NORM_QKVG..K_NORM_LM_HEAD instead of the GEMVs, norms and
-** SiLU*mul (kind_in_mode says which). Appended, so the JSON's op_us arrays
-** keep their indices. */
+** SiLU*mul (kind_in_mode says which). The JSON names them in op_kinds, in
+** op_us order. */
 enum op_kind {
     K_QKVG,     /* gemv 2048 -> 5120   */
     K_ATTN_O,   /* gemv 2048 -> 2048 (attention out and linear-attention out) */
-    K_QKVZ,     /* gemv 2048 -> 8192   */
-    K_BA,       /* gemv 2048 -> 32     */
+    K_QKVZBA,   /* gemv 2048 -> 8224 (qkvz and ba, one weight) */
     K_GATE_UP,  /* gemv 2048 -> 12288  */
     K_DOWN,     /* gemv 6144 -> 2048   */
     K_LM_HEAD,  /* gemv 2048 -> 248320 */
@@ -50,8 +54,7 @@ enum op_kind {
     /* mode 4: the norm in the GEMV's prologue, SwiGLU and the residual add
     ** in its epilogue */
     K_NORM_QKVG,    /* gemma_rmsnorm_gemv 2048 -> 5120              */
-    K_NORM_QKVZ,    /* gemma_rmsnorm_gemv 2048 -> 8192              */
-    K_NORM_BA,      /* gemma_rmsnorm_gemv 2048 -> 32                */
+    K_NORM_QKVZBA,  /* gemma_rmsnorm_gemv 2048 -> 8224 (qkvz and ba) */
     K_NORM_SWIGLU,  /* gemma_rmsnorm_gemv_swiglu 2048 -> 2 x 6144 -> 6144 */
     K_ATTN_O_ADD,   /* gemv_add 2048 -> 2048 (residual += out . Wo^T) */
     K_DOWN_ADD,     /* gemv_add 6144 -> 2048 (residual += act . Wd^T) */
@@ -89,8 +92,7 @@ typedef struct step_bytes {
 
 typedef struct layer {
     int linear; /* 1: linear attention, 0: full attention */
-    CUdeviceptr w_in, w_out; /* QKVG or QKVZ x HIDDEN; HIDDEN x HIDDEN */
-    CUdeviceptr w_ba;        /* BA x HIDDEN (linear only) */
+    CUdeviceptr w_in, w_out; /* QKVG or QKVZBA x HIDDEN; HIDDEN x HIDDEN */
     CUdeviceptr w_gate_up, w_down;
     CUdeviceptr norm1, norm2; /* HIDDEN (Gemma: scaled by 1 + w) */
     CUdeviceptr state;        /* max_batch x LHEADS x LDIM x LDIM fp32 (linear only): one per sequence */

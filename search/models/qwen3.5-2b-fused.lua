@@ -16,6 +16,7 @@ return {
     tune("gemma_rmsnorm_gemv", "1..16x2048x5120",   "input norm + attn q/k/v + gate"),
     tune("gemma_rmsnorm_gemv", "1..16x2048x8192",   "input norm + linear-attn in_proj_qkvz"),
     tune("gemma_rmsnorm_gemv", "1..16x2048x32",     "input norm + linear-attn in_proj_ba"),
+    tune("gemma_rmsnorm_gemv", "1..16x2048x8224",   "input norm + in_proj_qkvz|ba, one weight (examples/decode)"),
     tune("gemma_rmsnorm_gemv", "1..16x2048x248320", "final norm + lm_head"),
     tune("gemma_rmsnorm_gemv_swiglu", "1..16x2048x6144", "post-attention norm + MLP gate_up + SwiGLU"),
     tune("gemv_add", "1..16x2048x2048", "attn o / linear-attn out + residual add"),

@@ -13,6 +13,7 @@ return {
     tune("gemv", "1..16x2048x2048",   "attn o, linear-attn out"),
     tune("gemv", "1..16x2048x8192",   "linear-attn in_proj_qkvz"),
     tune("gemv", "1..16x2048x32",     "linear-attn in_proj_ba"),
+    tune("gemv", "1..16x2048x8224",   "linear-attn in_proj_qkvz|ba, one weight (examples/decode)"),
     tune("gemv", "1..16x2048x12288",  "MLP gate_up"),
     tune("gemv", "1..16x6144x2048",   "MLP down"),
     tune("gemv", "1..16x2048x248320", "lm_head"),
