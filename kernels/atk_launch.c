@@ -404,7 +404,8 @@ static int unfused(atk_ctx *ctx, int op, CUstream s, int dtype, int M, int K, in
     CUdeviceptr dg = (CUdeviceptr)(uintptr_t)g, du = (CUdeviceptr)(uintptr_t)u, dy = (CUdeviceptr)(uintptr_t)y;
     void *args[] = {&dg, &du, &dy, &M, &N, &ld};
     unsigned grid[3] = {(unsigned)((N + 255) / 256), (unsigned)(M < 65535 ? M : 65535), 1}, block[3] = {256, 1, 1};
-    return launch(ctx, ctx->silu_fn[dtype - 1], "silu_mul", grid, block, 0, 0, s, args);
+    /* sm_90+: with PDL, as the GEMVs around it (silu_mul.cu waits for the GEMV) */
+    return launch(ctx, ctx->silu_fn[dtype - 1], "silu_mul", grid, block, 0, ctx->info.cc >= 90, s, args);
 }
 
 /* The seven fused calls: one body. w is NULL without a norm, Wu NULL

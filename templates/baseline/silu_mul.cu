@@ -9,14 +9,24 @@
 ** TP_DTYPE, kernels/CMakeLists.txt) and the tuner's naive baseline
 ** (tuner/op_fused.c).
 ** Launch: grid (ceil(N / 256), min(M, 65535)), block (256); rows beyond
-** the grid are strided. Parameters: TP_DTYPE 1 bf16, 2 fp16.
+** the grid are strided. Parameters: TP_DTYPE 1 bf16, 2 fp16; TP_PDL
+** defaults to 1 on sm_90+ (below: 0): it waits for the GEMV before it with
+** griddepcontrol, so the runtime launches it with programmatic dependent
+** launch there (a no-op when launched without), and lets the next kernel
+** launch early.
 ** Standalone: nvcc -arch=sm_90 -cubin -I templates templates/baseline/silu_mul.cu
 */
+#if !defined(TP_PDL) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define TP_PDL 1
+#endif
 #include "common/gemv_fuse.cuh"
+#include "common/pdl.cuh"
 
 extern "C" __global__ void __launch_bounds__(256)
 silu_mul(const at_elem *__restrict__ g, const at_elem *__restrict__ u, at_elem *__restrict__ y, int M, int N, int ld)
 {
+    at_pdl_wait(); /* g and u are the GEMV's output */
+    at_pdl_trigger();
     const int i = (int)(blockIdx.x * 256u + threadIdx.x);
     if (i >= N)
         return;
