@@ -249,6 +249,9 @@ static int weight(model *m, CUdeviceptr *p, size_t N, size_t K)
     return alloc(m, p, N * K * 2, 1) || fill(m, *p, N * K, (float)sqrt(3.0 / (double)K), 0.0f);
 }
 
+/* Layer L's input projection's outputs: q/k/v/gate, or q/k/v/z and beta/decay. */
+static int in_width(const layer *L) { return L->linear ? QKVZBA : QKVG; }
+
 int model_init(model *m, const char *templates, int arch, int max_batch)
 {
     CUmodule mod;
@@ -283,7 +286,7 @@ int model_init(model *m, const char *templates, int arch, int max_batch)
     for (int l = 0; l < LAYERS; l++) {
         layer *L = &m->layers[l];
         L->linear = l % 4 != 3; /* three linear-attention layers, then one full */
-        if (weight(m, &L->w_in, L->linear ? QKVZBA : QKVG, HIDDEN) || weight(m, &L->w_out, HIDDEN, HIDDEN) ||
+        if (weight(m, &L->w_in, (size_t)in_width(L), HIDDEN) || weight(m, &L->w_out, HIDDEN, HIDDEN) ||
             weight(m, &L->w_gate_up, 2 * INTER, HIDDEN) || weight(m, &L->w_down, HIDDEN, INTER) ||
             alloc(m, &L->norm1, HIDDEN * 2, 1) || fill(m, L->norm1, HIDDEN, 0.1f, 0.0f) ||
             alloc(m, &L->norm2, HIDDEN * 2, 1) || fill(m, L->norm2, HIDDEN, 0.1f, 0.0f))
@@ -532,10 +535,11 @@ static int step_fused(model *m, unsigned mask, int M)
         layer *L = &m->layers[l];
         const int swap_norms = m->fault == FAULT_SWAP_NORMS;
         CUdeviceptr n1 = swap_norms ? L->norm2 : L->norm1, n2 = swap_norms ? L->norm1 : L->norm2;
-        const int n_in = L->linear ? QKVZBA : QKVG, f_in = L->linear ? f_qkvzba : f_qkvg;
+        const int n_in = in_width(L);
         if (ON(L->linear ? K_NORM_QKVZBA : K_NORM_QKVG) &&
-            (f_in ? norm_gemv(m, M, n1, L->w_in, m->big, n_in)
-                  : norm_into(m, M, &pending, n1) || gemv(m, MODE_ATK, M, m->normed, L->w_in, m->big, HIDDEN, n_in)))
+            ((L->linear ? f_qkvzba : f_qkvg)
+                 ? norm_gemv(m, M, n1, L->w_in, m->big, n_in)
+                 : norm_into(m, M, &pending, n1) || gemv(m, MODE_ATK, M, m->normed, L->w_in, m->big, HIDDEN, n_in)))
             return 1;
         if (standin_mixer(m, mask, L, rows))
             return 1;
@@ -590,8 +594,7 @@ int model_step(model *m, enum mode mode, unsigned mask, int M)
         layer *L = &m->layers[l];
         if (ON(K_NORM) && norm(m, mode, M, m->delta, L->norm1, m->normed))
             return 1;
-        if (ON(L->linear ? K_QKVZBA : K_QKVG) &&
-            gemv(m, mode, M, m->normed, L->w_in, m->big, HIDDEN, L->linear ? QKVZBA : QKVG))
+        if (ON(L->linear ? K_QKVZBA : K_QKVG) && gemv(m, mode, M, m->normed, L->w_in, m->big, HIDDEN, in_width(L)))
             return 1;
         if (standin_mixer(m, mask, L, rows))
             return 1;
