@@ -204,11 +204,18 @@ static unsigned geometry(const atk_entry *e, int path, int M, int K, int N, unsi
 
 /* Enqueues a decided GEMV-op call (gemv or gemv_add; the context is
 ** current): the entry's kernel, or cuBLAS (beta = 1 for gemv_add). */
+/* The generated kernel a picked GEMV entry launches; NULL for cuBLAS. */
+static const atk_entry *gemv_kernel(const atk_ctx *ctx, int entry, int path)
+{
+    const atk_entry *e = entry >= 0 && path != ATK_PATH_FALLBACK ? &ctx->entries[entry] : NULL;
+    return e && e->strategy != ATK_S_BASELINE ? e : NULL;
+}
+
 static int gemv_run(atk_ctx *ctx, int op, CUstream s, int dtype, int M, int K, int N, const void *x, const void *W,
                     void *y, int entry, int path)
 {
-    const atk_entry *e = entry >= 0 && path != ATK_PATH_FALLBACK ? &ctx->entries[entry] : NULL;
-    if (!e || e->strategy == ATK_S_BASELINE)
+    const atk_entry *e = gemv_kernel(ctx, entry, path);
+    if (!e)
         return gemv_cublas(ctx, s, dtype, M, K, N, x, W, y, op == ATK_OP_GEMV_ADD ? 1.0f : 0.0f);
     unsigned grid[3], block[3];
     CUdeviceptr dx = (CUdeviceptr)(uintptr_t)x, dw = (CUdeviceptr)(uintptr_t)W, dy = (CUdeviceptr)(uintptr_t)y;
@@ -404,8 +411,12 @@ static int unfused(atk_ctx *ctx, int op, CUstream s, int dtype, int M, int K, in
     CUdeviceptr dg = (CUdeviceptr)(uintptr_t)g, du = (CUdeviceptr)(uintptr_t)u, dy = (CUdeviceptr)(uintptr_t)y;
     void *args[] = {&dg, &du, &dy, &M, &N, &ld};
     unsigned grid[3] = {(unsigned)((N + 255) / 256), (unsigned)(M < 65535 ? M : 65535), 1}, block[3] = {256, 1, 1};
-    /* sm_90+: with PDL, as the GEMVs around it (silu_mul.cu waits for the GEMV) */
-    return launch(ctx, ctx->silu_fn[dtype - 1], "silu_mul", grid, block, 0, ctx->info.cc >= 90, s, args);
+    /* With PDL only after a GEMV launched with it (silu_mul.cu waits for the
+    ** GEMV): behind a tuned PDL GEMV it saves a launch gap, behind cuBLAS the
+    ** PDL launch only costs (both measured on an H100, bench/results/). */
+    const atk_entry *ge = gemv_kernel(ctx, entry, path);
+    return launch(ctx, ctx->silu_fn[dtype - 1], "silu_mul", grid, block, 0, ctx->info.cc >= 90 && ge && ge->pdl, s,
+                  args);
 }
 
 /* The seven fused calls: one body. w is NULL without a norm, Wu NULL

@@ -11,9 +11,9 @@
 ** Launch: grid (ceil(N / 256), min(M, 65535)), block (256); rows beyond
 ** the grid are strided. Parameters: TP_DTYPE 1 bf16, 2 fp16; TP_PDL
 ** defaults to 1 on sm_90+ (below: 0): it waits for the GEMV before it with
-** griddepcontrol, so the runtime launches it with programmatic dependent
-** launch there (a no-op when launched without), and lets the next kernel
-** launch early.
+** griddepcontrol (a no-op when launched without programmatic dependent
+** launch) and lets the next kernel launch early; the runtime launches it
+** with PDL after a GEMV that was launched with PDL.
 ** Standalone: nvcc -arch=sm_90 -cubin -I templates templates/baseline/silu_mul.cu
 */
 #if !defined(TP_PDL) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
