@@ -202,19 +202,20 @@ static unsigned geometry(const atk_entry *e, int path, int M, int K, int N, unsi
     return atk__entry_smem(e, K);
 }
 
-/* Enqueues a decided GEMV-op call (gemv or gemv_add; the context is
-** current): the entry's kernel, or cuBLAS (beta = 1 for gemv_add). */
-/* The generated kernel a picked GEMV entry launches; NULL for cuBLAS. */
-static const atk_entry *gemv_kernel(const atk_ctx *ctx, int entry, int path)
+/* The generated kernel a decided call launches: its entry's, unless the
+** call falls back or the entry's answer is the baseline (then NULL). */
+static const atk_entry *tuned_kernel(const atk_ctx *ctx, int entry, int path)
 {
     const atk_entry *e = entry >= 0 && path != ATK_PATH_FALLBACK ? &ctx->entries[entry] : NULL;
     return e && e->strategy != ATK_S_BASELINE ? e : NULL;
 }
 
+/* Enqueues a decided GEMV-op call (gemv or gemv_add; the context is
+** current): the entry's kernel, or cuBLAS (beta = 1 for gemv_add). */
 static int gemv_run(atk_ctx *ctx, int op, CUstream s, int dtype, int M, int K, int N, const void *x, const void *W,
                     void *y, int entry, int path)
 {
-    const atk_entry *e = gemv_kernel(ctx, entry, path);
+    const atk_entry *e = tuned_kernel(ctx, entry, path);
     if (!e)
         return gemv_cublas(ctx, s, dtype, M, K, N, x, W, y, op == ATK_OP_GEMV_ADD ? 1.0f : 0.0f);
     unsigned grid[3], block[3];
@@ -273,12 +274,12 @@ int atk_gemv_add(atk_ctx *ctx, atk_stream stream, int dtype, int64_t M, int64_t 
 static int norm_run(atk_ctx *ctx, int op, CUstream s, int dtype, int T, int H, const void *x, void *residual,
                     const void *w, void *y, float eps, int entry, int path)
 {
-    const atk_entry *e = entry >= 0 && path != ATK_PATH_FALLBACK ? &ctx->entries[entry] : NULL;
+    const atk_entry *e = tuned_kernel(ctx, entry, path);
     CUdeviceptr dx = (CUdeviceptr)(uintptr_t)x, dr = (CUdeviceptr)(uintptr_t)residual,
                 dw = (CUdeviceptr)(uintptr_t)w, dy = (CUdeviceptr)(uintptr_t)y;
     void *args[] = {&dx, &dr, &dw, &dy, &T, &H, &eps};
     unsigned grid[3] = {(unsigned)T, 1, 1}, block[3] = {256, 1, 1};
-    if (!e || e->strategy == ATK_S_BASELINE)
+    if (!e)
         return launch(ctx, ctx->naive_fn[op][dtype - 1], "norm_naive", grid, block, 0, 0, s, args);
     unsigned smem = geometry(e, path, T, H, 0, grid, block);
     return launch(ctx, e->fn, e->kernel, grid, block, smem, e->pdl, s, args);
@@ -414,7 +415,7 @@ static int unfused(atk_ctx *ctx, int op, CUstream s, int dtype, int M, int K, in
     /* With PDL only after a GEMV launched with it (silu_mul.cu waits for the
     ** GEMV): behind a tuned PDL GEMV it saves a launch gap, behind cuBLAS the
     ** PDL launch only costs (both measured on an H100, bench/results/). */
-    const atk_entry *ge = gemv_kernel(ctx, entry, path);
+    const atk_entry *ge = tuned_kernel(ctx, entry, path);
     return launch(ctx, ctx->silu_fn[dtype - 1], "silu_mul", grid, block, 0, ctx->info.cc >= 90 && ge && ge->pdl, s,
                   args);
 }
@@ -468,9 +469,9 @@ static int fused_call(atk_ctx *ctx, int op, atk_stream stream, int dtype, int64_
     }
     if ((st = enter(ctx, &pushed)) != ATK_OK)
         return st;
-    const atk_entry *e = entry >= 0 && path != ATK_PATH_FALLBACK ? &ctx->entries[entry] : NULL;
+    const atk_entry *e = tuned_kernel(ctx, entry, path);
     int m = (int)M, k = (int)K, n = (int)N;
-    if (!e || e->strategy == ATK_S_BASELINE) {
+    if (!e) {
         st = unfused(ctx, op, (CUstream)stream, dtype, m, k, n, x, res, w, Wg, Wu, y, eps, scratch);
     } else {
         /* [FUSED_ARGS] the fused templates' 9 parameters, 11 with TP_RES
