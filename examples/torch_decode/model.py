@@ -71,6 +71,11 @@ class Config:
         """Linear attention's beta and decay, one each per head."""
         return 2 * self.lin_heads
 
+    @property
+    def qkvzba(self) -> int:
+        """Linear attention's one input projection: qkvz's rows, then ba's."""
+        return self.qkvz + self.ba
+
     def is_linear(self, layer: int) -> bool:
         return layer % self.full_every != self.full_every - 1
 
@@ -186,14 +191,15 @@ class FullAttention(nn.Module):
 
 
 class LinearAttention(nn.Module):
-    """2048 -> 8192 (q, k, v, z) and 2048 -> 32 (beta, decay), the recurrence
-    stand-in over a fp32 state per sequence slot, 2048 -> 2048."""
+    """2048 -> 8224: in_proj_qkvz (q, k, v, z; 8192 rows) and in_proj_ba
+    (beta, decay; 32 rows) as one weight, one GEMV, as the C engine and as
+    engines concatenate q/k/v; the recurrence stand-in over a fp32 state per
+    sequence slot; 2048 -> 2048."""
 
     def __init__(self, cfg: Config, dtype=None, device=None):
         super().__init__()
         self.cfg = cfg
-        self.in_proj_qkvz = nn.Linear(cfg.hidden, cfg.qkvz, bias=False, dtype=dtype, device=device)
-        self.in_proj_ba = nn.Linear(cfg.hidden, cfg.ba, bias=False, dtype=dtype, device=device)
+        self.in_proj_qkvzba = nn.Linear(cfg.hidden, cfg.qkvzba, bias=False, dtype=dtype, device=device)
         self.out_proj = nn.Linear(cfg.hidden, cfg.hidden, bias=False, dtype=dtype, device=device)
         self.register_buffer("state", torch.zeros(cfg.max_batch, cfg.lin_heads, cfg.lin_dim, cfg.lin_dim,
                                                   dtype=torch.float32, device=device), persistent=False)
@@ -201,7 +207,7 @@ class LinearAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         state = self.state[:x.shape[0]]  # token t is sequence slot t
-        qkvz, ba = self.in_proj_qkvz(x), self.in_proj_ba(x)
+        qkvz, ba = self.in_proj_qkvzba(x).split((self.cfg.qkvz, self.cfg.ba), dim=1)
         a = standin_linear(qkvz, ba, state, self.cfg) if self.standin else self.frozen[:x.shape[0]]
         return self.out_proj(a)
 
@@ -286,8 +292,8 @@ class DecodeModel(nn.Module):
             mix, mlp = layer.mixer, layer.mlp
             w1, eps1 = layer.input_norm.weight, layer.input_norm.eps
             if layer.linear:
-                qkvz = t.gemma_rmsnorm_gemv(r, w1, mix.in_proj_qkvz.weight, eps1)
-                ba = t.gemma_rmsnorm_gemv(r, w1, mix.in_proj_ba.weight, eps1)
+                qkvzba = t.gemma_rmsnorm_gemv(r, w1, mix.in_proj_qkvzba.weight, eps1)
+                qkvz, ba = qkvzba.split((self.cfg.qkvz, self.cfg.ba), dim=1)
                 a = standin_linear(qkvz, ba, mix.state[:B], self.cfg) if mix.standin else mix.frozen[:B]
                 t.gemv_add(a, mix.out_proj.weight, r)
             else:

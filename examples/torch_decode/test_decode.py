@@ -51,13 +51,12 @@ def test_tiny_step_shapes_and_layers(tiny):
 def test_full_config_matches_the_c_engine():
     cfg = M.QWEN35_2B
     assert (cfg.hidden, cfg.layers, cfg.inter, cfg.vocab) == (2048, 24, 6144, 248320)
-    assert (cfg.qkvg, cfg.qkvz, cfg.ba, cfg.head_dim, cfg.lin_dim) == (5120, 8192, 32, 256, 128)
+    assert (cfg.qkvg, cfg.qkvz, cfg.ba, cfg.qkvzba, cfg.head_dim, cfg.lin_dim) == (5120, 8192, 32, 8224, 256, 128)
     assert sum(cfg.is_linear(i) for i in range(cfg.layers)) == 18
     with torch.device("meta"):
         m = M.DecodeModel(cfg)
     shapes = {tuple(mod.weight.shape) for mod in m.modules() if isinstance(mod, torch.nn.Linear)}
-    assert shapes == {(5120, 2048), (2048, 2048), (8192, 2048), (32, 2048), (12288, 2048), (2048, 6144),
-                      (248320, 2048)}
+    assert shapes == {(5120, 2048), (2048, 2048), (8224, 2048), (12288, 2048), (2048, 6144), (248320, 2048)}
     assert all(mod.bias is None for mod in m.modules() if isinstance(mod, torch.nn.Linear))
     assert sum(isinstance(mod, M.GemmaRMSNorm) for mod in m.modules()) == 49
     assert m.weight_bytes() == 3_762_753_536  # the C engine's 3.76 GB
@@ -221,8 +220,8 @@ def test_fused_step_computes_the_step(tiny, standins):
     torch.testing.assert_close(logits, ref[1], rtol=1e-5, atol=1e-5)
     for a, b in zip(state, ref_state):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
-    # TINY: 2 layers (one linear: qkvz and ba; one full: qkvg) and the lm_head
-    assert t.calls == {"gemma_rmsnorm_gemv": 4, "gemma_rmsnorm_gemv_swiglu": 2, "gemv_add": 4}
+    # TINY: 2 layers (one linear: qkvz|ba; one full: qkvg) and the lm_head
+    assert t.calls == {"gemma_rmsnorm_gemv": 3, "gemma_rmsnorm_gemv_swiglu": 2, "gemv_add": 4}
     assert not torch.equal(tiny.embed[:3], r)  # the stream moved on from the embeddings
 
 
@@ -237,7 +236,7 @@ def test_fused_step_check_sees_a_missing_add(tiny):
 
 def test_fused_step_calls_what_the_c_engine_calls():
     # on meta tensors a dry table of the shipped fused table counts a GPU
-    # step's calls: per layer one norm+GEMV (linear attention: two), the
+    # step's calls: per layer one norm+GEMV (linear attention: qkvz|ba), the
     # norm+gate_up+SwiGLU, two residual adds; and the lm_head's norm+GEMV
     atk, _ = dry_table()
     fused_db = decode.DEFAULT_DB.parent / "qwen3.5-2b-h200-fused.json"
@@ -249,7 +248,7 @@ def test_fused_step_calls_what_the_c_engine_calls():
         stats = t.stats()
     assert r.shape == (1, 2048) and logits.shape == (1, 248320)
     calls = {op: d["calls"] for op, d in stats.items() if d.get("calls")}
-    assert calls == {"gemma_rmsnorm_gemv": 18 * 2 + 6 + 1, "gemma_rmsnorm_gemv_swiglu": 24, "gemv_add": 48}
+    assert calls == {"gemma_rmsnorm_gemv": 18 + 6 + 1, "gemma_rmsnorm_gemv_swiglu": 24, "gemv_add": 48}
     for op in calls:
         d = stats[op]
         assert d["tuned"] + d["bucket"] + d["inferred"] + d["fallback"] == d["calls"]
@@ -288,7 +287,7 @@ def test_fused_step_on_the_gpu_agrees_with_eager(B):
     for a, b in zip(state, ref_state):
         assert ((a - b).norm() / b.norm()).item() < decode.TOLERANCE
     assert {op: d["calls"] for op, d in calls.items()} == {
-        "gemma_rmsnorm_gemv": 18 * 2 + 6 + 1, "gemma_rmsnorm_gemv_swiglu": 24, "gemv_add": 48}
+        "gemma_rmsnorm_gemv": 18 + 6 + 1, "gemma_rmsnorm_gemv_swiglu": 24, "gemv_add": 48}
     for op, d in calls.items():
         assert d["tuned"] + d["bucket"] + d["inferred"] + d["fallback"] == d["calls"], (op, d)
 
@@ -328,7 +327,7 @@ def fake_harness(monkeypatch, perturb=0.0):
         table.patched = False
 
     def capture(fn, warmup=2):
-        table.calls += 115 if table.patched else 0
+        table.calls += 97 if table.patched else 0
         g = FakeGraph(fn)
         return g, g.out
 
@@ -356,11 +355,11 @@ def test_run_batch_checks_every_mode_and_reports(monkeypatch, tiny, capsys):
     assert r["modes"]["graph"]["check"]["logits_rel_err"] == 0.0
     assert r["modes"]["atk_graph"]["tokens_per_s"] == pytest.approx(3e6 / 100.0)
     assert r["modes"]["atk_graph"]["ratio_to_graph"] == pytest.approx(1.0)
-    assert r["atk_paths"] == {"gemv": {"calls": 115, "tuned": 115, "fallback": 0}}
+    assert r["atk_paths"] == {"gemv": {"calls": 97, "tuned": 97, "fallback": 0}}
     decode.print_report(sys.stdout, [r], args, decode.per_step_calls(tiny))
     text = capsys.readouterr().out
     assert "(c) atk.patch + CUDA graph" in text and "agree" in text and "DIFFER" not in text
-    assert "atk took 115 of the step's 10 GEMVs and 0 of its 5 norms" in text  # the fake's counts, tiny's modules
+    assert "atk took 97 of the step's 9 GEMVs and 0 of its 5 norms" in text  # the fake's counts, tiny's modules
     assert json.loads(json.dumps(decode.jsonable(r)))["B"] == 3
 
 
@@ -376,14 +375,14 @@ def test_run_batch_checks_the_fused_mode(monkeypatch, tiny, capsys):
     assert r["agree"] is True
     assert r["modes"]["atk_fused_graph"]["check"]["hidden_rel_err"] < 1e-5
     assert r["atk_paths"] is None
-    assert r["atk_fused_paths"] == {"gemma_rmsnorm_gemv": {"calls": 4, "tuned": 4, "fallback": 0},
+    assert r["atk_fused_paths"] == {"gemma_rmsnorm_gemv": {"calls": 3, "tuned": 3, "fallback": 0},
                                     "gemma_rmsnorm_gemv_swiglu": {"calls": 2, "tuned": 2, "fallback": 0},
                                     "gemv_add": {"calls": 4, "tuned": 4, "fallback": 0}}
     decode.print_report(sys.stdout, [r], args)
     text = capsys.readouterr().out
     assert "(f) atk fused calls + CUDA graph" in text and "DIFFER" not in text
     assert "(f)'s atk calls in one captured step (calls/tuned/bucket/inferred/fallback): gemma_rmsnorm_gemv " \
-           "4/4/0/0/0" in text
+           "3/3/0/0/0" in text
 
 
 def test_run_batch_flags_a_mode_that_differs(monkeypatch, tiny, capsys):
@@ -459,7 +458,7 @@ def test_patch_falls_back_on_the_cpu():
 
 
 def test_patch_routes_every_gemv_and_norm_of_a_step():
-    # on meta tensors a dry table counts what a GPU step would call: the 115
+    # on meta tensors a dry table counts what a GPU step would call: the 97
     # GEMVs and the 49 residual-add norms (GemmaRMSNorm's add form must map
     # to add_gemma_rmsnorm), all served by the shipped table
     atk, t = dry_table()
@@ -469,7 +468,7 @@ def test_patch_routes_every_gemv_and_norm_of_a_step():
         assert len(p.summary().splitlines()) >= 1
         m(4)
         stats = t.stats()
-    assert stats["gemv"]["calls"] == 115 and stats["gemv"]["fallback"] == 0
+    assert stats["gemv"]["calls"] == 97 and stats["gemv"]["fallback"] == 0
     assert stats["add_gemma_rmsnorm"]["calls"] == 49 and stats["add_gemma_rmsnorm"]["fallback"] == 0
 
 
