@@ -112,7 +112,9 @@ enum atk_flags {
 **      masked: BUCKET. The M=1 strategies (splitk, warp_row) never serve
 **      M > 1 unless tuned at that M;
 **   4. within one bucket (the smallest tuned M' >= M of any shape), the
-**      nearest other K, N whose kernel is valid there: INFERRED;
+**      nearest other K, N whose kernel is valid there (at M > 1 one that
+**      takes all M tokens in one token group: each group reads the whole
+**      weight): INFERRED;
 **   5. otherwise FALLBACK: cuBLAS (GEMV; gemv_add: cublasGemmEx with
 **      beta = 1) or the built-in naive fused norm.
 ** M above every tuned bucket (prefill) therefore falls back unless tuned. */

@@ -125,13 +125,18 @@ int atk__decide(const atk_ctx *ctx, int op, int dtype, int M, int K, int N, int 
     /* within one bucket, the nearest other K, N the kernel is valid for (at
     ** M > 1 only a kernel that reads each weight once: an M=1 strategy
     ** tuned at M=2 serves that shape alone); ties keep the first (entries
-    ** are sorted by op, dtype, M, K, N) */
+    ** are sorted by op, dtype, M, K, N). At M > 1 a GEMV kernel must also
+    ** take all M tokens in one token group (grid y = 1): each group reads
+    ** the whole weight, which the bucket's own shape may have found in L2
+    ** (a 2048x32 kernel of 2 tokens a group, tuned at M=16, read its 128
+    ** KiB eight times) but a larger one reads from HBM again per group
+    ** (served at 2048x8224, M=16, it ran 5x slower than cuBLAS). */
     int mb = bucket_of(ctx, op, dtype, M);
     double bd = 0.0;
     for (size_t j = 0; mb && j < ctx->nentries; j++) {
         const atk_entry *e = &ctx->entries[j];
         if (e->op != op || e->dtype != dtype || e->M != mb || !e->inferable || (M > 1 && !e->batch) ||
-            !atk__entry_geometry(e, M, K, N, g, b))
+            !atk__entry_geometry(e, M, K, N, g, b) || (M > 1 && atk__is_gemv(op) && g[1] > 1))
             continue;
         double d = distance(e, K, N);
         if (best < 0 || d < bd) {

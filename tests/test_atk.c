@@ -876,6 +876,48 @@ static void test_buckets(void)
     atk_close(ctx);
 }
 
+/* A kernel borrowed across K, N at M > 1 takes all M tokens in one token
+** group: each group reads the whole weight. The 2048x32 kernel below (two
+** tokens a group) was tuned at M = 16 on a weight that stays in L2; at
+** 2048x8224 its eight groups would read 33 MB from HBM eight times. Its
+** own K, N (measured at that M) still takes it as a bucket. */
+static void test_inferred_reads_weights_once(void)
+{
+    char db[128];
+    at_cache *c = NULL;
+    unlink(tpath(db, sizeof db, "once.db"));
+    CHECK_EQ_INT(at_cache_open(db, &c), AT_OK);
+    if (!c)
+        return;
+    at_cache_put_device(c, &H200_INFO);
+    at_key k = key_for(&H200_INFO, "gemv", "16x2048x32", AT_BF16);
+    put_kernel(c, &k, "multi_token", "gemv_multi_token", "gemv/gemv_multi_token.cu", MT2_2048, 32, 8, 256, 1.5);
+    k = key_for(&H200_INFO, "gemv", "2x2048x32", AT_BF16);
+    put_kernel(c, &k, "multi_token", "gemv_multi_token", "gemv/gemv_multi_token.cu", MT2_2048, 32, 1, 256, 1.0);
+    k = key_for(&H200_INFO, "gemv", "16x2048x8192", AT_BF16);
+    put_kernel(c, &k, "mma", "gemv_mma", "gemv/gemv_mma.cu", MMA_NT2, 512, 1, 128, 9.3);
+    k = key_for(&H200_INFO, "rmsnorm_gemv", "16x2048x32", AT_BF16);
+    put_kernel(c, &k, "multi_token", "gemv_multi_token", "gemv/gemv_multi_token.cu", MT2_2048 " TP_NORM=1", 32, 8,
+               256, 1.7);
+    at_cache_close(c);
+    atk_ctx *ctx = open_dry(db, 0);
+    if (!ctx)
+        return;
+    atk_choice ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 16, 2048, 8224);
+    CHECK(ch.path == ATK_PATH_FALLBACK && !strcmp(ch.strategy, "cublas"));
+    ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 3, 2048, 8224); /* bucket M=16: 2 groups */
+    CHECK(ch.path == ATK_PATH_FALLBACK && !strcmp(ch.strategy, "cublas"));
+    ch = explain(ctx, ATK_OP_RMSNORM_GEMV, ATK_BF16, 16, 2048, 8224);
+    CHECK(ch.path == ATK_PATH_FALLBACK && !strcmp(ch.strategy, "unfused"));
+    /* one group: M = 2 in the M=2 bucket */
+    ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 2, 2048, 8224);
+    CHECK(ch.path == ATK_PATH_INFERRED && !strcmp(ch.from, "2x2048x32") && ch.grid[0] == 8224 && ch.grid[1] == 1);
+    /* its own K, N: the M=16 kernel serves M = 9 as a bucket, 5 groups */
+    ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 9, 2048, 32);
+    CHECK(ch.path == ATK_PATH_BUCKET && ch.bucket == 16 && ch.grid[1] == 5);
+    atk_close(ctx);
+}
+
 /* ----------------------------------------------------------- overrides */
 
 /* A validation row of the H200 for call shape `shape`, naming the entry
@@ -1510,6 +1552,7 @@ int main(void)
     TT_RUN(test_json_table);
     TT_RUN(test_c_table);
     TT_RUN(test_buckets);
+    TT_RUN(test_inferred_reads_weights_once);
     TT_RUN(test_overrides);
     TT_RUN(test_threads);
     TT_RUN(test_lookup_cost);
