@@ -99,8 +99,6 @@ static int cdiv(int a, int b) { return (int)(((long long)a + b - 1) / b); }
 
 /* search/gemv.lua's staged_z_fits: the staged z within 46 KiB */
 #define ATK_STAGED_MAX (46u * 1024u)
-/* bytes of one staged z element: bf16 and fp16, the only dtypes of the fused ops */
-#define ATK_ELEM_BYTES 2
 
 unsigned atk__entry_smem(const atk_entry *e, int K)
 {

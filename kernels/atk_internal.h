@@ -168,6 +168,9 @@ int atk__entry_geometry(const atk_entry *e, int M, int K, int N, unsigned grid[3
 ** keeps its stored size (sized for its own K: such a kernel is never
 ** inferred for another). */
 unsigned atk__entry_smem(const atk_entry *e, int K);
+/* Bytes of one element of the fused ops' activations (bf16 and fp16, the
+** only dtypes atk takes): staged z, the unfused sequence's scratch. */
+#define ATK_ELEM_BYTES 2u
 
 /* ------------------------------------------------------------ the context */
 

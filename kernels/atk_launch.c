@@ -356,8 +356,8 @@ size_t atk_fused_scratch_bytes(int op, int dtype, int64_t M, int64_t K, int64_t 
     if (!atk__is_fused(op) || (dtype != ATK_BF16 && dtype != ATK_FP16) || M < 1 || K < 1 || N < 1 ||
         M > INT32_MAX || K > INT32_MAX || N > INT32_MAX)
         return 0;
-    size_t xn = atk__fused_norm(op) ? round256((size_t)M * (size_t)K * 2u) : 0;
-    size_t gu = atk__fused_swiglu(op) ? round256((size_t)M * (size_t)N * 2u) : 0;
+    size_t xn = atk__fused_norm(op) ? round256((size_t)M * (size_t)K * ATK_ELEM_BYTES) : 0;
+    size_t gu = atk__fused_swiglu(op) ? round256((size_t)M * (size_t)N * ATK_ELEM_BYTES) : 0;
     if (xn > SIZE_MAX - 2 * gu - ATK_FUSED_COUNTER_BYTES) /* > 2^64 bytes: no such buffer */
         return 0;
     return ATK_FUSED_COUNTER_BYTES + xn + 2 * gu;
@@ -382,7 +382,7 @@ static int unfused(atk_ctx *ctx, int op, CUstream s, int dtype, int M, int K, in
         if ((st = norm_run(ctx, nop, s, dtype, M, K, x, res, w, sp, eps, entry, path)) != ATK_OK)
             return st;
         xin = sp;
-        sp += round256((size_t)M * (size_t)K * 2u);
+        sp += round256((size_t)M * (size_t)K * ATK_ELEM_BYTES);
     }
     if (!atk__fused_swiglu(op)) {
         const void *const ptr[4] = {xin, Wg, xin, Wg};
@@ -391,16 +391,16 @@ static int unfused(atk_ctx *ctx, int op, CUstream s, int dtype, int M, int K, in
     }
     const char *g = sp, *u;
     int ld;
-    if ((const char *)Wu == (const char *)Wg + (size_t)N * (size_t)K * 2u && 2LL * N <= INT32_MAX) {
+    if ((const char *)Wu == (const char *)Wg + (size_t)N * (size_t)K * ATK_ELEM_BYTES && 2LL * N <= INT32_MAX) {
         /* gate_up stored as one [2N,K] weight: one GEMV over 2N rows, the
         ** shape an engine tunes (1x2048x12288), output [M,2N] */
         const void *const ptr[4] = {xin, Wg, xin, Wg};
         entry = pick(ctx, ATK_OP_GEMV, dtype, M, K, 2 * N, ptr, &path, &demoted);
         if ((st = gemv_run(ctx, ATK_OP_GEMV, s, dtype, M, K, 2 * N, xin, Wg, sp, entry, path)) != ATK_OK)
             return st;
-        u = sp + (size_t)N * 2u, ld = 2 * N;
+        u = sp + (size_t)N * ATK_ELEM_BYTES, ld = 2 * N;
     } else {
-        u = sp + round256((size_t)M * (size_t)N * 2u), ld = N;
+        u = sp + round256((size_t)M * (size_t)N * ATK_ELEM_BYTES), ld = N;
         const void *const pg[4] = {xin, Wg, xin, Wg}, *const pu[4] = {xin, Wu, xin, Wu};
         entry = pick(ctx, ATK_OP_GEMV, dtype, M, K, N, pg, &path, &demoted);
         if ((st = gemv_run(ctx, ATK_OP_GEMV, s, dtype, M, K, N, xin, Wg, sp, entry, path)) != ATK_OK)
