@@ -125,7 +125,7 @@ def test_call_returns_output_shape(dry):
 def test_report(dry):
     r = dry.report()
     assert "NVIDIA H200" in r and "dry" in r and str(TABLE) in r
-    assert "51 loaded" in r
+    assert "56 loaded" in r
     assert "buckets gemv bf16 2048x2048" in r
 
 
