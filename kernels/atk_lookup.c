@@ -222,14 +222,17 @@ static void reason(const atk_ctx *ctx, int op, int dtype, int M, int K, int N, i
         snprintf(r, len, "fallback: not tuned at this shape (ATK_NO_INFER)");
     } else {
         int top = largest_m(ctx, op, dtype, K, N);
+        int next = top && M < top ? next_tuned(ctx, op, dtype, M, K, N) : -1;
         if (top && M > top)
             snprintf(r, len, "fallback: no kernel reads the weights once at %s=%d (largest tuned %s here: %d)", m, M,
                      m, top);
-        else if (top && (top = next_tuned(ctx, op, dtype, M, K, N)) >= 0 &&
-                 ctx->entries[top].strategy == ATK_S_BASELINE)
-            snprintf(r, len, "fallback: %s won the next tuned %s here (%d)", base, m, ctx->entries[top].M);
-        else if (top >= 0)
+        else if (next >= 0 && ctx->entries[next].strategy == ATK_S_BASELINE)
+            snprintf(r, len, "fallback: %s won the next tuned %s here (%d)", base, m, ctx->entries[next].M);
+        else if (top)
             snprintf(r, len, "fallback: no tuned %s >= %d here reads each weight once", m, M);
+        else if (M > 1 && atk__is_gemv(op))
+            snprintf(r, len, "fallback: this K, N is not tuned, and no kernel of another takes M=%d in one token group",
+                     M);
         else
             snprintf(r, len, "fallback: nothing tuned serves this shape");
     }

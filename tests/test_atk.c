@@ -905,6 +905,7 @@ static void test_inferred_reads_weights_once(void)
         return;
     atk_choice ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 16, 2048, 8224);
     CHECK(ch.path == ATK_PATH_FALLBACK && !strcmp(ch.strategy, "cublas"));
+    CHECK_STR_HAS(ch.reason, "this K, N is not tuned, and no kernel of another takes M=16 in one token group");
     ch = explain(ctx, ATK_OP_GEMV, ATK_BF16, 3, 2048, 8224); /* bucket M=16: 2 groups */
     CHECK(ch.path == ATK_PATH_FALLBACK && !strcmp(ch.strategy, "cublas"));
     ch = explain(ctx, ATK_OP_RMSNORM_GEMV, ATK_BF16, 16, 2048, 8224);
