@@ -107,14 +107,23 @@ static void put_answer(at_cache *c, const at_key *k, const char *strategy, const
 
 /* The fixture: an H200 with GEMV and norm winners (one baseline, one whose
 ** stored grid disagrees with the runtime's geometry rule), an RTX 4070. */
-static void build_cache(const char *path)
+/* An empty cache at path (a file left there removed) that knows the H200;
+** NULL when it cannot be opened (a failed CHECK). */
+static at_cache *new_h200_cache(const char *path)
 {
     at_cache *c = NULL;
     unlink(path);
     CHECK_EQ_INT(at_cache_open(path, &c), AT_OK);
+    if (c)
+        at_cache_put_device(c, &H200_INFO);
+    return c;
+}
+
+static void build_cache(const char *path)
+{
+    at_cache *c = new_h200_cache(path);
     if (!c)
         return;
-    at_cache_put_device(c, &H200_INFO);
     at_cache_put_device(c, &RTX_INFO);
     at_key k = key_for(&H200_INFO, "gemv", "1x2048x8192", AT_BF16);
     put_kernel(c, &k, "splitk", "gemv_splitk", "gemv/gemv_splitk.cu", SPLITK_8192, 256, 1, 512, 7.9);
@@ -604,13 +613,9 @@ static void test_damaged_rows(void)
 static void test_invalid_for_own_shape(void)
 {
     char db[128];
-    at_cache *c = NULL;
-    tpath(db, sizeof db, "invalid.db");
-    unlink(db);
-    CHECK_EQ_INT(at_cache_open(db, &c), AT_OK);
+    at_cache *c = new_h200_cache(tpath(db, sizeof db, "invalid.db"));
     if (!c)
         return;
-    at_cache_put_device(c, &H200_INFO);
     at_key k = key_for(&H200_INFO, "gemv", "1x2050x1024", AT_BF16);
     put_kernel(c, &k, "splitk", "gemv_splitk", "gemv/gemv_splitk.cu", SPLITK_8192, 32, 1, 512, 3.0);
     k = key_for(&H200_INFO, "rmsnorm", "1x2052", AT_BF16);
@@ -768,12 +773,9 @@ static void test_c_table(void)
 ** 2048x5120 at M = 2 (splitk: an M=1 strategy tuned at M=2). */
 static void build_bucket_cache(const char *path)
 {
-    at_cache *c = NULL;
-    unlink(path);
-    CHECK_EQ_INT(at_cache_open(path, &c), AT_OK);
+    at_cache *c = new_h200_cache(path);
     if (!c)
         return;
-    at_cache_put_device(c, &H200_INFO);
     at_key k = key_for(&H200_INFO, "gemv", "1x2048x8192", AT_BF16);
     put_kernel(c, &k, "splitk", "gemv_splitk", "gemv/gemv_splitk.cu", SPLITK_8192, 256, 1, 512, 7.9);
     k = key_for(&H200_INFO, "gemv", "2x2048x8192", AT_BF16);
@@ -884,12 +886,9 @@ static void test_buckets(void)
 static void test_inferred_reads_weights_once(void)
 {
     char db[128];
-    at_cache *c = NULL;
-    unlink(tpath(db, sizeof db, "once.db"));
-    CHECK_EQ_INT(at_cache_open(db, &c), AT_OK);
+    at_cache *c = new_h200_cache(tpath(db, sizeof db, "once.db"));
     if (!c)
         return;
-    at_cache_put_device(c, &H200_INFO);
     at_key k = key_for(&H200_INFO, "gemv", "16x2048x32", AT_BF16);
     put_kernel(c, &k, "multi_token", "gemv_multi_token", "gemv/gemv_multi_token.cu", MT2_2048, 32, 8, 256, 1.5);
     k = key_for(&H200_INFO, "gemv", "2x2048x32", AT_BF16);
@@ -1128,13 +1127,9 @@ static void test_lookup_cost(void)
 static void test_naive_winner_is_the_builtin(void)
 {
     char db[128];
-    at_cache *c = NULL;
-    tpath(db, sizeof db, "naive.db");
-    unlink(db);
-    CHECK_EQ_INT(at_cache_open(db, &c), AT_OK);
+    at_cache *c = new_h200_cache(tpath(db, sizeof db, "naive.db"));
     if (!c)
         return;
-    at_cache_put_device(c, &H200_INFO);
     at_key k = key_for(&H200_INFO, "gemma_rmsnorm", "1x2048", AT_BF16);
     put_kernel(c, &k, "naive", "norm_naive", "baseline/norm_naive.cu", "TP_OP=2 TP_WFP32=0", 1, 1, 256, 1.8);
     k = key_for(&H200_INFO, "rmsnorm", "1x4096", AT_BF16);
@@ -1164,12 +1159,9 @@ static void test_gemv_add(void)
     char db[128];
     int dummy;
     void *p = &dummy;
-    at_cache *c = NULL;
-    unlink(tpath(db, sizeof db, "gemv_add.db"));
-    CHECK_EQ_INT(at_cache_open(db, &c), AT_OK);
+    at_cache *c = new_h200_cache(tpath(db, sizeof db, "gemv_add.db"));
     if (!c)
         return;
-    at_cache_put_device(c, &H200_INFO);
     at_key k = key_for(&H200_INFO, "gemv_add", "1x2048x2048", AT_BF16);
     put_kernel(c, &k, "warp_row", "gemv_warp_row", "gemv/gemv_warp_row.cu", WARPROW_2048 " TP_ADD=1", 128, 1, 512,
                2.9);
@@ -1257,12 +1249,9 @@ static void test_gemv_add(void)
 ** the argument; the scratch size; the JSON and CSV exports carry the rows. */
 static void build_fused_cache(const char *path)
 {
-    at_cache *c = NULL;
-    unlink(path);
-    CHECK_EQ_INT(at_cache_open(path, &c), AT_OK);
+    at_cache *c = new_h200_cache(path);
     if (!c)
         return;
-    at_cache_put_device(c, &H200_INFO);
     at_key k = key_for(&H200_INFO, "rmsnorm_gemv", "1x2048x2048", AT_BF16);
     put_kernel(c, &k, "warp_row", "gemv_warp_row", "gemv/gemv_warp_row.cu", WARPROW_2048 " TP_NORM=1 TP_SWIGLU=0",
                128, 1, 512, 3.1);
