@@ -535,11 +535,10 @@ static int step_fused(model *m, unsigned mask, int M)
         layer *L = &m->layers[l];
         const int swap_norms = m->fault == FAULT_SWAP_NORMS;
         CUdeviceptr n1 = swap_norms ? L->norm2 : L->norm1, n2 = swap_norms ? L->norm1 : L->norm2;
-        const int n_in = in_width(L);
+        const int n_in = in_width(L), f_in = L->linear ? f_qkvzba : f_qkvg;
         if (ON(L->linear ? K_NORM_QKVZBA : K_NORM_QKVG) &&
-            ((L->linear ? f_qkvzba : f_qkvg)
-                 ? norm_gemv(m, M, n1, L->w_in, m->big, n_in)
-                 : norm_into(m, M, &pending, n1) || gemv(m, MODE_ATK, M, m->normed, L->w_in, m->big, HIDDEN, n_in)))
+            (f_in ? norm_gemv(m, M, n1, L->w_in, m->big, n_in)
+                  : norm_into(m, M, &pending, n1) || gemv(m, MODE_ATK, M, m->normed, L->w_in, m->big, HIDDEN, n_in)))
             return 1;
         if (standin_mixer(m, mask, L, rows))
             return 1;
