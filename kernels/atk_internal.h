@@ -119,7 +119,7 @@ enum atk_strategy_id {
     ATK_S_BASELINE,    /* the tuned answer is the baseline (cuBLAS / naive norm) */
     ATK_S_GEMV_WARP_ROW, /* M=1 strategies: one block row per token */
     ATK_S_GEMV_SPLITK,
-    ATK_S_GEMV_MULTI_TOKEN, /* batch strategies: each weight read once for all tokens */
+    ATK_S_GEMV_MULTI_TOKEN, /* batch strategies: each weight read once per token group (grid.y) */
     ATK_S_GEMV_MMA,
     ATK_S_GEMV_MMA_BULK,
     ATK_S_NORM_WARP_ROWS,
@@ -141,8 +141,9 @@ typedef struct atk_entry {
     int M, K, N; /* norms: M = T, K = H, N = 0 */
     int strategy;
     int inferable; /* geometry recomputes to the stored one: may serve other shapes */
-    int batch;     /* a kernel that reads each weight once for all its tokens
-                      (or rows): may serve a smaller M of its own K, N */
+    int batch;     /* a kernel that reads each weight once per token group
+                      (grid.y), not per token: may serve a smaller M of its
+                      own K, N (the tuned M's time bounds it) */
     int overridden; /* validation measured this answer losing at its own shape:
                        an exact call falls back (it may still serve as a bucket) */
     int synthetic;  /* not tuned: a validation override at a shape of its own */
