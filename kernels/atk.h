@@ -107,7 +107,7 @@ enum atk_flags {
 **      measured the runtime's choice losing to the fallback): FALLBACK;
 **   2. the exact shape is tuned: TUNED (its answer may be the baseline);
 **   3. the smallest tuned M' > M of the same K, N (T' > T of the same H for
-**      norms) whose kernel reads each weight once for all its tokens (GEMV:
+**      norms) whose kernel reads each weight once per group of tokens (GEMV:
 **      multi_token, mma, mma_bulk; every norm kernel), the rows past M
 **      masked: BUCKET. The M=1 strategies (splitk, warp_row) never serve
 **      M > 1 unless tuned at that M;
