@@ -71,7 +71,6 @@ static int parse_params(const char *text, atk_params *p)
         {"TP_NORM", offsetof(atk_params, norm)},
         {"TP_SWIGLU", offsetof(atk_params, swiglu)},
         {"TP_RES", offsetof(atk_params, res)},
-        {"TP_XN", offsetof(atk_params, xn)},
     };
     memset(p, 0, sizeof *p);
     for (const char *s = text; *s;) {
@@ -98,20 +97,12 @@ static int parse_params(const char *text, atk_params *p)
 
 static int cdiv(int a, int b) { return (int)(((long long)a + b - 1) / b); }
 
-/* search/gemv.lua's staged_z_fits: the staged rows within 46 KiB */
+/* search/gemv.lua's staged_z_fits: the staged z within 46 KiB */
 #define ATK_STAGED_MAX (46u * 1024u)
-
-/* A fused kernel that stages K elements per token of its block in dynamic
-** shared memory: z (TP_RES=2) or the normalized x (TP_XN=3). Returns the
-** parameter that makes it so, or NULL. */
-static const char *staged_name(const atk_entry *e)
-{
-    return e->p.res == 2 ? "TP_RES=2" : e->p.xn == 3 ? "TP_XN=3" : NULL;
-}
 
 unsigned atk__entry_smem(const atk_entry *e, int K)
 {
-    if (!staged_name(e))
+    if (e->p.res != 2)
         return e->smem;
     long long b = (long long)K * (e->strategy == ATK_S_GEMV_MULTI_TOKEN ? e->p.tokens : 1) * ATK_ELEM_BYTES;
     return b > 0 && b <= ATK_STAGED_MAX ? (unsigned)b : 0;
@@ -123,7 +114,7 @@ int atk__entry_geometry(const atk_entry *e, int M, int K, int N, unsigned grid[3
     int bn, threads, ks = p->ksplit > 0 ? p->ksplit : 1;
     if (M < 1 || K < 1 || p->vec < 1 || K % p->vec != 0) /* vec_divides_k / vec_divides_h */
         return 0;
-    if (staged_name(e) && !atk__entry_smem(e, K)) /* staged_z_fits */
+    if (p->res == 2 && !atk__entry_smem(e, K)) /* staged_z_fits */
         return 0;
     switch (e->strategy) {
     case ATK_S_GEMV_MULTI_TOKEN: /* grid {cdiv(N, W/WPR*R), cdiv(M, TOKENS), 1}, block {32 W} */
@@ -292,15 +283,15 @@ int atk__entry_init(atk_entry *e, const atk_row *r, char *why, size_t len)
     ** would read misaligned vectors (a sticky error) */
     if (e->strategy != ATK_S_UNKNOWN && !atk__entry_geometry(e, e->M, e->K, e->N, g, b)) {
         snprintf(why, len, "%s with %s is not valid for its own shape (TP_VEC=%d must divide %s; warps, rows, "
-                 "threads in range; staged rows within %u B)", r->kernel, r->params, e->p.vec,
+                 "threads in range; a staged z within %u B)", r->kernel, r->params, e->p.vec,
                  atk__is_gemv(e->op) ? "K" : "H", ATK_STAGED_MAX);
         return 0;
     }
-    /* a staged kernel launched with less shared memory than its rows read
+    /* a staged kernel launched with less shared memory than its z reads
     ** past it (a sticky error): the row must hold its K's size */
-    if (staged_name(e) && e->smem != atk__entry_smem(e, e->K)) {
-        snprintf(why, len, "%s stages %u B of %s at K=%lld, but the row's smem is %u", staged_name(e),
-                 atk__entry_smem(e, e->K), e->p.res == 2 ? "z" : "x", (long long)e->K, e->smem);
+    if (e->p.res == 2 && e->smem != atk__entry_smem(e, e->K)) {
+        snprintf(why, len, "TP_RES=2 stages %u B of z at K=%lld, but the row's smem is %u", atk__entry_smem(e, e->K),
+                 (long long)e->K, e->smem);
         return 0;
     }
     int recomputes = e->strategy != ATK_S_UNKNOWN && !memcmp(g, e->grid, sizeof g) && !memcmp(b, e->block, sizeof b) &&
@@ -312,7 +303,7 @@ int atk__entry_init(atk_entry *e, const atk_row *r, char *why, size_t len)
     ** mma_bulk's ring are sized for their own K. */
     e->batch = recomputes && (!atk__is_gemv(e->op) || e->strategy == ATK_S_GEMV_MULTI_TOKEN ||
                               e->strategy == ATK_S_GEMV_MMA || e->strategy == ATK_S_GEMV_MMA_BULK);
-    e->inferable = recomputes && (e->smem == 0 || staged_name(e)) && e->strategy != ATK_S_GEMV_MMA &&
+    e->inferable = recomputes && (e->smem == 0 || e->p.res == 2) && e->strategy != ATK_S_GEMV_MMA &&
                    e->strategy != ATK_S_GEMV_MMA_BULK;
     return 1;
 }

@@ -133,7 +133,6 @@ typedef struct atk_params {
     int tokens, mt, nt, ksplit; /* multi_token, mma, mma_bulk */
     int add;                    /* TP_ADD: the GEMV epilogue adds into y (gemv_add) */
     int norm, swiglu, res;      /* TP_NORM (1 RMSNorm, 2 Gemma), TP_SWIGLU, TP_RES: the fused ops */
-    int xn;                     /* TP_XN: 3 stages the normalized x in dynamic shared memory */
 } atk_params;
 
 /* One loaded answer for (op, dtype, shape). */

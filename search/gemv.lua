@@ -22,8 +22,8 @@
 -- the intermediate size) and, in the residual-add forms, TP_RES (z = x + res
 -- feeds the norm and is written back into res: 1 by the last warp, which
 -- reads x and res again; 2 staged in shared memory, written by the last
--- block from there) and, without it, TP_XN (how the normalized x reaches the
--- GEMV loop); they live in the CUDA-core
+-- block from there) and, without it, TP_RSTD (the norm's r by the block or by
+-- each warp alone); they live in the CUDA-core
 -- templates only, and multi_token serves them up to M = 16 (two groups of 8
 -- tokens), since the tensor-core templates have no fused form.
 
@@ -57,25 +57,24 @@ local function params(list)
   if NORM > 0 then list[#list + 1] = { "TP_NORM", { NORM } } end
   if SWIGLU == 1 then list[#list + 1] = { "TP_SWIGLU", { 1 } } end
   if RES == 1 then list[#list + 1] = { "TP_RES", { 1, 2 } } end
-  -- how the normalized x reaches the loop (common/gemv_fuse.cuh TP_XN); the
-  -- residual-add forms keep 0: their block also stages or writes z
-  if NORM > 0 and RES == 0 then list[#list + 1] = { "TP_XN", { 0, 1, 2, 3 } } end
+  -- the norm's r by the block (0) or by each warp alone (1); the
+  -- residual-add forms keep the block's, which also stages or writes z
+  if NORM > 0 and RES == 0 then list[#list + 1] = { "TP_RSTD", { 0, 1 } } end
   return list
 end
 
--- TP_RES=2 stages the block's z in dynamic shared memory, TP_XN=3 its
--- normalized x: K elements per token of the block (common/gemv_fuse.cuh);
--- the other forms use none.
+-- TP_RES=2 stages the block's z in dynamic shared memory: K elements per
+-- token of the block (common/gemv_fuse.cuh); the other forms use none.
 local function staged_smem(p, s)
-  if p.TP_RES == 2 or p.TP_XN == 3 then return s.K * (p.TP_TOKENS or 1) * s.elem end
+  if p.TP_RES == 2 then return s.K * (p.TP_TOKENS or 1) * s.elem end
   return 0
 end
 
 local staged_z_fits = { "staged_z_fits", function(p, s)
-  -- the staged rows beside the block's static arrays (under 2 KiB) within
-  -- the 48 KiB a kernel gets without raising its dynamic limit
+  -- the staged z beside the block's static arrays (under 2 KiB) within the
+  -- 48 KiB a kernel gets without raising its dynamic limit
   local bytes = staged_smem(p, s)
-  if bytes > 46 * 1024 then return "stages " .. bytes .. " B of x > 46 KiB" end
+  if bytes > 46 * 1024 then return "TP_RES=2 stages " .. bytes .. " B of z > 46 KiB" end
   return true
 end }
 

@@ -30,17 +30,12 @@
 **              only at the end), and warp 0 of the block with the last
 **              ticket writes its staged z into res (at_res_write_staged):
 **              no second read of x and res, no serial tail
-**   TP_XN      with TP_NORM and no TP_RES, how the normalized x reaches
-**              the GEMV loop (AT_NORM_PROLOGUE): 0, r by the whole block
-**              (at_norm_rstd: a load of x per thread, two barriers), then
-**              the loop normalizes every x vector it loads, loading the
-**              norm weight nw beside it; 1, the same with nw asked of L1
-**              before the PDL wait (at_prefetch_l1); 2, r by each warp
-**              alone (at_norm_rstd_warp: the warp loads all of x, no
-**              barrier), nw asked of L1 before the wait; 3, r by the block,
-**              which then writes xn = rne(norm(x)) once into dynamic shared
-**              memory (K * tokens elements, at_xs; at_norm_stage) for the
-**              loop to read, nw asked of L1 before the wait
+**   TP_RSTD    with TP_NORM and no TP_RES: 0, r computed by the whole block
+**              (at_norm_rstd: one load of x per thread, two barriers); 1, by
+**              each warp alone (at_norm_rstd_warp: the warp loads all of x,
+**              no barrier, no shared memory), and the norm weight asked of
+**              L1 before the PDL wait (at_prefetch_l1), so that after the
+**              wait only x's loads stand between the block and its sums
 **   TP_PF      0 none; 1: the block asks L2 for its whole weight tile before
 **              the PDL wait (at_prefetch_rows), so the weights stream from
 **              memory while the block waits on the previous kernel and
@@ -82,14 +77,14 @@
 #if (TP_NORM || TP_SWIGLU) && TP_ADD
 #error "the fused ops store y: TP_ADD must be 0"
 #endif
-#ifndef TP_XN
-#define TP_XN 0
+#ifndef TP_RSTD
+#define TP_RSTD 0
 #endif
-#if TP_XN < 0 || TP_XN > 3
-#error "TP_XN must be 0, 1, 2 or 3"
+#if TP_RSTD != 0 && TP_RSTD != 1
+#error "TP_RSTD must be 0 or 1"
 #endif
-#if TP_XN && (!TP_NORM || TP_RES)
-#error "TP_XN > 0 needs TP_NORM and no TP_RES"
+#if TP_RSTD && (!TP_NORM || TP_RES)
+#error "TP_RSTD=1 (each warp's own sum of squares) needs TP_NORM and no TP_RES"
 #endif
 #ifndef TP_PF
 #define TP_PF 0
@@ -119,7 +114,7 @@ __device__ __forceinline__ void at_prefetch_rows(const at_elem *w, long long r0,
     (void)w, (void)r0, (void)n, (void)K, (void)N;
 #endif
 }
-/* TP_XN > 0: the n elements at p (the norm weight, which no kernel
+/* TP_RSTD=1: the n elements at p (the norm weight, which no kernel
 ** writes) asked of L1 by the whole block before the PDL wait, one
 ** prefetch.global.L1 per 128-byte line, so the GEMV loop's loads of it hit
 ** L1 instead of waiting on L2 after the wait. */
@@ -130,7 +125,7 @@ __device__ __forceinline__ void at_prefetch_l1(const at_elem *p, int n)
     for (unsigned long long q = (a & ~127ull) + threadIdx.x * 128ull; q < end; q += blockDim.x * 128ull)
         asm volatile("prefetch.global.L1 [%0];" ::"l"(q));
 }
-#if TP_XN
+#if TP_RSTD
 #define AT_PREFETCH_NW() at_prefetch_l1(nw, K)
 #else
 #define AT_PREFETCH_NW() ((void)0)
@@ -352,7 +347,7 @@ __device__ __forceinline__ void at_norm_rstd(const at_elem *const (&xr)[T], int 
     __syncthreads();
 }
 
-/* TP_XN=2: r for `tokens` rows of x (xr[j], K elements each) into
+/* TP_RSTD=1: r for `tokens` rows of x (xr[j], K elements each) into
 ** r[j], computed by the calling warp alone (all 32 lanes, converged): each
 ** lane sums the squares of its vectors k = lane * TP_VEC + 32 * TP_VEC * i
 ** in order, then the butterfly of at_warp_sum, whose every lane ends with
@@ -405,60 +400,9 @@ __device__ __forceinline__ at_vec at_norm_vec(const at_vec &x, const at_vec &w, 
 #endif
     return o;
 }
-
-/* TP_XN=3: the block writes xn = rne(norm(x)) for its `tokens` rows
-** (xr[j], r in rs[j]) into xs (row j at xs + j * K), each thread the
-** vectors it loaded for the sums (L1 hits), nw from L1. Ends with a
-** barrier: every thread of the block must call it. */
-template <int T>
-__device__ __forceinline__ void at_norm_stage(const at_elem *const (&xr)[T], int K, const at_elem *nw, const float *rs,
-                                              at_elem *xs, int nwarps)
-{
-    for (int k = (int)threadIdx.x * TP_VEC; k < K; k += nwarps * 32 * TP_VEC) {
-        const at_vec w = at_load_x(nw + k);
-#pragma unroll
-        for (int j = 0; j < T; j++)
-            at_st_vec(xs + j * K + k, at_norm_vec(at_load_x(xr[j] + k), w, rs[j]));
-    }
-    __syncthreads();
-}
-
-/* The norm's prologue of a block of TP_WARPS warps serving T tokens from
-** token tok0 (xr: their rows of x, an array of T pointers): declares
-** at_r[T], the r of each, by the block or (TP_XN=2) by each warp; with
-** TP_XN=3 also stages xn (at_xs, dynamic shared memory; at_xx is x's row of
-** token tok0, so x's element p is staged at at_xs + (p - at_xx)). Unless
-** TP_XN=2, every thread of the block must reach it. */
-#if TP_XN == 2
-#define AT_NORM_PROLOGUE(T, xr, tok0)                                                                                  \
-    float at_r[T];                                                                                                    \
-    at_norm_rstd_warp<T>(xr, K, eps, at_r)
-#else
-#if TP_XN == 3
-#define AT_XN_STAGE(T, xr, tok0)                                                                                       \
-    extern __shared__ __align__(16) at_elem at_xs[];                                                                  \
-    const at_elem *const at_xx = x + (long long)(tok0) * K;                                                           \
-    at_norm_stage<T>(xr, K, nw, at_nrs, at_xs, TP_WARPS)
-#else
-#define AT_XN_STAGE(T, xr, tok0)
-#endif
-#define AT_NORM_PROLOGUE(T, xr, tok0)                                                                                  \
-    __shared__ float at_nss[TP_WARPS * (T)], at_nrs[T];                                                               \
-    AT_RES_STAGE(tok0);                                                                                               \
-    at_norm_rstd<T>(xr, K, eps, at_nss, at_nrs, TP_WARPS AT_RES_ARGS);                                                \
-    AT_XN_STAGE(T, xr, tok0);                                                                                         \
-    AT_RES_TICKET();                                                                                                  \
-    float at_r[T];                                                                                                    \
-    _Pragma("unroll") for (int at_j = 0; at_j < (T); at_j++) at_r[at_j] = at_nrs[at_j]
-#endif
-
 /* x's vector at element k of a row (p = row + k), normalized with r
-** (TP_RES: z's, the residual added first; TP_XN=3: the staged copy). */
-#if TP_XN == 3
-#define AT_LOAD_X(p, k, r) at_ld_vec(at_xs + ((p) - at_xx))
-#else
+** (TP_RES: z's, the residual added first). */
 #define AT_LOAD_X(p, k, r) at_norm_vec(AT_LOAD_XZ(p), at_load_x(nw + (k)), (r))
-#endif
 #else
 #define AT_LOAD_X(p, k, r) at_load_x(p)
 #endif

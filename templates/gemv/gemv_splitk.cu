@@ -22,7 +22,7 @@
 **   TP_SWIGLU  0 none; 1: y = silu(x.Wg) * (x.Wu) (common/gemv_fuse.cuh)
 **   TP_RES     1, 2: the norm's input is x + res, written back into res
 **              (2: z staged in K * tokens elements of dynamic shared memory)
-**   TP_XN      1-3: how the normalized x reaches the loop (gemv_fuse.cuh)
+**   TP_RSTD    1: each warp computes the norm's r alone (no barrier)
 **   TP_PF      1: the block's weight tile asked of L2 before the PDL wait
 **   TP_DTYPE   1 bf16, 2 fp16
 **
@@ -88,10 +88,23 @@ gemv_splitk(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
     AT_PREFETCH_NW();
     at_pdl_wait();
     at_pdl_trigger();
-#if TP_NORM
-    const at_elem *const xr1[1] = {xr};
-    AT_NORM_PROLOGUE(1, xr1, (int)blockIdx.y);
-    const float rstd = at_r[0];
+#if TP_NORM && TP_RSTD
+    float rstd;
+    {
+        const at_elem *xs[1] = {xr};
+        float r[1];
+        at_norm_rstd_warp<1>(xs, K, eps, r);
+        rstd = r[0];
+    }
+#elif TP_NORM
+    __shared__ float nss[TP_WARPS], nrs[1];
+    AT_RES_STAGE((int)blockIdx.y);
+    {
+        const at_elem *xs[1] = {xr};
+        at_norm_rstd<1>(xs, K, eps, nss, nrs, TP_WARPS AT_RES_ARGS);
+    }
+    AT_RES_TICKET();
+    const float rstd = nrs[0];
 #else
     const float rstd = 0.0f;
 #endif
