@@ -22,8 +22,7 @@
 -- the intermediate size) and, in the residual-add forms, TP_RES (z = x + res
 -- feeds the norm and is written back into res: 1 by the last warp, which
 -- reads x and res again; 2 staged in shared memory, written by the last
--- block from there) and, without it, TP_RSTD (the norm's r by the block or by
--- each warp alone); they live in the CUDA-core
+-- block from there); they live in the CUDA-core
 -- templates only, and multi_token serves them up to M = 16 (two groups of 8
 -- tokens), since the tensor-core templates have no fused form.
 
@@ -57,9 +56,6 @@ local function params(list)
   if NORM > 0 then list[#list + 1] = { "TP_NORM", { NORM } } end
   if SWIGLU == 1 then list[#list + 1] = { "TP_SWIGLU", { 1 } } end
   if RES == 1 then list[#list + 1] = { "TP_RES", { 1, 2 } } end
-  -- the norm's r by the block (0) or by each warp alone (1); the
-  -- residual-add forms keep the block's, which also stages or writes z
-  if NORM > 0 and RES == 0 then list[#list + 1] = { "TP_RSTD", { 0, 1 } } end
   return list
 end
 

@@ -30,12 +30,6 @@
 **              only at the end), and warp 0 of the block with the last
 **              ticket writes its staged z into res (at_res_write_staged):
 **              no second read of x and res, no serial tail
-**   TP_RSTD    with TP_NORM and no TP_RES: 0, r computed by the whole block
-**              (at_norm_rstd: one load of x per thread, two barriers); 1, by
-**              each warp alone (at_norm_rstd_warp: the warp loads all of x,
-**              no barrier, no shared memory), and the norm weight asked of
-**              L1 before the PDL wait (at_prefetch_l1), so that after the
-**              wait only x's loads stand between the block and its sums
 **   TP_PF      0 none; 1: the block asks L2 for its whole weight tile before
 **              the PDL wait (at_prefetch_rows), so the weights stream from
 **              memory while the block waits on the previous kernel and
@@ -77,15 +71,6 @@
 #if (TP_NORM || TP_SWIGLU) && TP_ADD
 #error "the fused ops store y: TP_ADD must be 0"
 #endif
-#ifndef TP_RSTD
-#define TP_RSTD 0
-#endif
-#if TP_RSTD != 0 && TP_RSTD != 1
-#error "TP_RSTD must be 0 or 1"
-#endif
-#if TP_RSTD && (!TP_NORM || TP_RES)
-#error "TP_RSTD=1 (each warp's own sum of squares) needs TP_NORM and no TP_RES"
-#endif
 #ifndef TP_PF
 #define TP_PF 0
 #endif
@@ -114,23 +99,6 @@ __device__ __forceinline__ void at_prefetch_rows(const at_elem *w, long long r0,
     (void)w, (void)r0, (void)n, (void)K, (void)N;
 #endif
 }
-/* TP_RSTD=1: the n elements at p (the norm weight, which no kernel
-** writes) asked of L1 by the whole block before the PDL wait, one
-** prefetch.global.L1 per 128-byte line, so the GEMV loop's loads of it hit
-** L1 instead of waiting on L2 after the wait. */
-__device__ __forceinline__ void at_prefetch_l1(const at_elem *p, int n)
-{
-    const unsigned long long a = (unsigned long long)p;
-    const unsigned long long end = a + (unsigned long long)n * sizeof(at_elem);
-    for (unsigned long long q = (a & ~127ull) + threadIdx.x * 128ull; q < end; q += blockDim.x * 128ull)
-        asm volatile("prefetch.global.L1 [%0];" ::"l"(q));
-}
-#if TP_RSTD
-#define AT_PREFETCH_NW() at_prefetch_l1(nw, K)
-#else
-#define AT_PREFETCH_NW() ((void)0)
-#endif
-
 #if TP_ADD
 /* gemv_add's store (AT_STORE_OUT, common/dtype.cuh) with the residual's
 ** value r read earlier, right after the PDL wait and off the kernel's tail,
@@ -345,34 +313,6 @@ __device__ __forceinline__ void at_norm_rstd(const at_elem *const (&xr)[T], int 
         rs[tid] = rsqrtf(t / (float)K + eps);
     }
     __syncthreads();
-}
-
-/* TP_RSTD=1: r for `tokens` rows of x (xr[j], K elements each) into
-** r[j], computed by the calling warp alone (all 32 lanes, converged): each
-** lane sums the squares of its vectors k = lane * TP_VEC + 32 * TP_VEC * i
-** in order, then the butterfly of at_warp_sum, whose every lane ends with
-** the same value (each step adds the same two numbers, commuted). Every
-** warp of the grid thus gets the same r for a row, bit for bit, with no
-** barrier and no shared memory. */
-template <int T>
-__device__ __forceinline__ void at_norm_rstd_warp(const at_elem *const (&xr)[T], int K, float eps, float (&r)[T])
-{
-    const int lane = (int)(threadIdx.x & 31u);
-    float s[T];
-#pragma unroll
-    for (int j = 0; j < T; j++)
-        s[j] = 0.0f;
-#pragma unroll 4
-    for (int k = lane * TP_VEC; k < K; k += 32 * TP_VEC) {
-#pragma unroll
-        for (int j = 0; j < T; j++) {
-            at_vec v = at_load_x(xr[j] + k);
-            s[j] += at_dot(v, v, 0.0f);
-        }
-    }
-#pragma unroll
-    for (int j = 0; j < T; j++)
-        r[j] = rsqrtf(at_warp_sum(s[j]) / (float)K + eps);
 }
 
 /* The normalized, rounded vector: rne((x * r) * w) per element (Gemma:

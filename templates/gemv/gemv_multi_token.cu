@@ -27,7 +27,6 @@
 **   TP_SWIGLU  0 none; 1: y = silu(x.Wg) * (x.Wu) (common/gemv_fuse.cuh)
 **   TP_RES     1, 2: the norm's input is x + res, written back into res
 **              (2: z staged in K * tokens elements of dynamic shared memory)
-**   TP_RSTD    1: each warp computes the norm's r alone (no barrier)
 **   TP_DTYPE   1 bf16, 2 fp16
 **
 ** Standalone: nvcc -arch=sm_90 -cubin -I templates templates/gemv/gemv_multi_token.cu
@@ -105,14 +104,9 @@ gemv_multi_token(const at_elem *__restrict__ x, const at_elem *__restrict__ W, a
         _Pragma("unroll") for (int u = 0; u < TP_UNROLL; u++) wv[r][u] = at_load_w(wr[r] + k + u * step, pol)
     if (live && k < kmain) /* weights depend on no earlier kernel: start streaming them now */
         LOAD_W_CHUNK();
-    AT_PREFETCH_NW();
     at_pdl_wait();
     at_pdl_trigger();
-#if TP_NORM && TP_RSTD
-    float rstd[TP_TOKENS];
-    at_norm_rstd_warp<TP_TOKENS>(xr, K, eps, rstd);
-#define RSTD(j) rstd[j]
-#elif TP_NORM
+#if TP_NORM
     __shared__ float nss[TP_WARPS * TP_TOKENS], nrs[TP_TOKENS];
     AT_RES_STAGE(tok0);
     at_norm_rstd<TP_TOKENS>(xr, K, eps, nss, nrs, TP_WARPS AT_RES_ARGS);

@@ -22,7 +22,6 @@
 **   TP_SWIGLU  0 none; 1: y = silu(x.Wg) * (x.Wu) (common/gemv_fuse.cuh)
 **   TP_RES     1, 2: the norm's input is x + res, written back into res
 **              (2: z staged in K * tokens elements of dynamic shared memory)
-**   TP_RSTD    1: each warp computes the norm's r alone (no barrier)
 **   TP_PF      1: the block's weight tile asked of L2 before the PDL wait
 **   TP_DTYPE   1 bf16, 2 fp16
 **
@@ -85,18 +84,9 @@ gemv_splitk(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
     if (live && k < kmain) /* weights depend on no earlier kernel: start streaming them now */
         LOAD_W_CHUNK();
     AT_PREFETCH_TILE((long long)blockIdx.x * GROUPS * TP_ROWS, GROUPS * TP_ROWS);
-    AT_PREFETCH_NW();
     at_pdl_wait();
     at_pdl_trigger();
-#if TP_NORM && TP_RSTD
-    float rstd;
-    {
-        const at_elem *xs[1] = {xr};
-        float r[1];
-        at_norm_rstd_warp<1>(xs, K, eps, r);
-        rstd = r[0];
-    }
-#elif TP_NORM
+#if TP_NORM
     __shared__ float nss[TP_WARPS], nrs[1];
     AT_RES_STAGE((int)blockIdx.y);
     {

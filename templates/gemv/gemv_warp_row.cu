@@ -18,7 +18,6 @@
 **   TP_SWIGLU  0 none; 1: y = silu(x.Wg) * (x.Wu) (common/gemv_fuse.cuh)
 **   TP_RES     1, 2: the norm's input is x + res, written back into res
 **              (2: z staged in K * tokens elements of dynamic shared memory)
-**   TP_RSTD    1: each warp computes the norm's r alone (no barrier)
 **   TP_PF      1: the block's weight tile asked of L2 before the PDL wait
 **   TP_DTYPE   1 bf16, 2 fp16
 **
@@ -45,7 +44,7 @@ gemv_warp_row(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
     const int lane = (int)(threadIdx.x & 31u);
     const int warp = (int)(threadIdx.x >> 5);
     const long long row0 = ((long long)blockIdx.x * TP_WARPS + warp) * TP_ROWS;
-#if !TP_NORM || TP_RSTD
+#if !TP_NORM
     if (row0 >= N)
         return; /* whole warp leaves together; nothing below synchronises */
 #endif
@@ -75,18 +74,9 @@ gemv_warp_row(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
     if (row0 < N && k < kmain) /* weights depend on no earlier kernel: start streaming them now */
         LOAD_W_CHUNK();
     AT_PREFETCH_TILE((long long)blockIdx.x * TP_WARPS * TP_ROWS, TP_WARPS * TP_ROWS);
-    AT_PREFETCH_NW();
     at_pdl_wait();
     at_pdl_trigger();
-#if TP_NORM && TP_RSTD
-    float rstd;
-    {
-        const at_elem *xs[1] = {xr};
-        float r[1];
-        at_norm_rstd_warp<1>(xs, K, eps, r);
-        rstd = r[0];
-    }
-#elif TP_NORM
+#if TP_NORM
     __shared__ float nss[TP_WARPS], nrs[1];
     AT_RES_STAGE((int)blockIdx.y);
     {
