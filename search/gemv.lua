@@ -109,7 +109,7 @@ end, "TP_VEC" }
 
 local pdl_needs_sm90 = { "pdl_needs_sm90", function(p, s)
   -- griddepcontrol (programmatic dependent launch) exists from Hopper on
-  if p.TP_PDL >= 1 and s.arch < 90 then return "TP_PDL=" .. p.TP_PDL .. " needs sm_90" end
+  if p.TP_PDL == 1 and s.arch < 90 then return "TP_PDL=1 needs sm_90" end
   return true
 end, "TP_PDL" }
 
@@ -213,7 +213,7 @@ return {
         { "TP_VEC",    { 8, 4, 2, 1 } },
         { "TP_UNROLL", { 1, 2, 4, 8 } },
         { "TP_CACHE",  { 0, 1, 2 } },
-        { "TP_PDL",    { 0, 1, 2 } }, -- 2: the next kernel may launch at this one's start
+        { "TP_PDL",    { 0, 1 } },
       }),
       constraints = {
         bf16_needs_sm80, pdl_needs_sm90, vec_divides_k, widest_vec, registers_for_loads, unroll_within_k(1),
@@ -241,7 +241,7 @@ return {
         { "TP_VEC",    { 8, 4, 2, 1 } },
         { "TP_UNROLL", { 1, 2, 4 } },
         { "TP_CACHE",  { 0, 1, 2 } },
-        { "TP_PDL",    { 0, 1, 2 } }, -- 2: the next kernel may launch at this one's start
+        { "TP_PDL",    { 0, 1 } },
       }),
       constraints = {
         bf16_needs_sm80, pdl_needs_sm90,

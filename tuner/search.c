@@ -187,16 +187,15 @@ int at_search_plan(run *r, int n)
 ** kernel launched without programmatic stream serialization, and the
 ** templates' code is the same either way (common/pdl.cuh), so a TP_PDL=0
 ** candidate runs the TP_PDL=1 build, launched without the attribute, and
-** the two share one compile (TP_PDL=2 moves the trigger, so it is built
-** as itself). Before sm_90 the instructions do not exist: TP_PDL=0
-** compiles them out. */
+** the two share one compile. Before sm_90 the instructions do not exist:
+** TP_PDL=0 compiles them out. */
 void at_candidate_compile_options(const at_candidate *c, int arch, char *buf, size_t cap)
 {
     size_t len = 0;
     buf[0] = '\0';
     for (int p = 0; p < c->nparams && len < cap; p++) {
         long long v = c->params[p].value;
-        if (arch >= 90 && strcmp(c->params[p].name, "TP_PDL") == 0 && v == 0)
+        if (arch >= 90 && strcmp(c->params[p].name, "TP_PDL") == 0)
             v = 1;
         len += (size_t)snprintf(buf + len, cap - len, "%s-D%s=%lld", p ? " " : "", c->params[p].name, v);
     }

@@ -69,8 +69,8 @@ static const char standin_src[] =
     "/* attention at the first position: one key, softmax = 1, out = v (GQA) * sigmoid(gate) */\n"
     "extern \"C\" __global__ void standin_attn(const at_elem *qkvg, at_elem *out)\n"
     "{\n"
-    "    at_pdl_trigger_early();\n"
     "    at_pdl_wait();\n"
+    "    at_pdl_trigger();\n"
     "    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);\n"
     "    if (i >= 2048) return;\n"
     "    qkvg += (long long)blockIdx.y * 5120; out += (long long)blockIdx.y * 2048;\n"
@@ -88,7 +88,6 @@ static const char standin_src[] =
     "** concatenated projection: q, k, v, z [0, 8192), beta, decay [8192, 8224). */\n"
     "extern \"C\" __global__ void standin_linear(const at_elem *qkvz, float *state, at_elem *out)\n"
     "{\n"
-    "    at_pdl_trigger_early();\n"
     "    __shared__ float q[128], k[128], part[8][16];\n"
     "    const int h = (int)blockIdx.x / 8, c = (int)blockIdx.x % 8, t = (int)threadIdx.x;\n"
     "    const int g = t / 16, j = c * 16 + t % 16;\n"
@@ -98,6 +97,7 @@ static const char standin_src[] =
     "    ** every SM's writes meet, so a prefetch never reads a stale value */\n"
     "    asm volatile(\"prefetch.global.L2 [%0];\" ::\"l\"(S + t * 128 + c * 16));\n"
     "    at_pdl_wait();\n"
+    "    at_pdl_trigger();\n"
     "    qkvz += tok * 8224; out += tok * 2048;\n"
     "    const at_elem *ba = qkvz + 8192;\n"
     "    q[t] = at_to_float(qkvz[h * 128 + t]) * 0.08838835f;\n"
@@ -129,8 +129,8 @@ static const char standin_src[] =
     "}\n"
     "extern \"C\" __global__ void silu_mul(const at_elem *gu, at_elem *act, int n)\n"
     "{\n"
-    "    at_pdl_trigger_early();\n"
     "    at_pdl_wait();\n"
+    "    at_pdl_trigger();\n"
     "    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);\n"
     "    if (i >= n) return;\n"
     "    gu += (long long)blockIdx.y * 2 * n; act += (long long)blockIdx.y * n;\n"
@@ -262,11 +262,9 @@ int model_init(model *m, const char *templates, int arch, int max_batch)
     m->max_batch = max_batch;
     const size_t B = (size_t)max_batch;
     /* sm_90+: the engine's own kernels (stand-ins, SiLU*mul) chain with
-    ** programmatic dependent launch, as atk's do (common/pdl.cuh), and let
-    ** the next kernel launch at their start (TP_PDL=2): it is then resident
-    ** and its weights streaming while they run */
+    ** programmatic dependent launch, as atk's do (common/pdl.cuh) */
     m->pdl = arch >= 90;
-    if (compile(m, templates, "standin.cu", standin_src, arch, m->pdl ? "-DTP_PDL=2" : NULL, &mod) ||
+    if (compile(m, templates, "standin.cu", standin_src, arch, m->pdl ? "-DTP_PDL=1" : NULL, &mod) ||
         cu_check(cuModuleGetFunction(&m->k_fill, mod, "fill_random"), "fill_random") ||
         cu_check(cuModuleGetFunction(&m->k_attn, mod, "standin_attn"), "standin_attn") ||
         cu_check(cuModuleGetFunction(&m->k_linear, mod, "standin_linear"), "standin_linear") ||

@@ -7,21 +7,13 @@
 ** written only after it. With TP_PDL=0 both calls compile to nothing; on
 ** sm_90+ the tuner builds every candidate with TP_PDL=1 and launches the
 ** TP_PDL=0 ones without the attribute, where both instructions are no-ops
-** (tuner/search.c [PDL_LAUNCH]). TP_PDL=2 is TP_PDL=1 with the trigger moved
-** to the kernel's first instruction (at_pdl_trigger_early): the next
-** kernel may launch as soon as every block of this one has started, while
-** this one still waits on the kernel before it, so the next one's weights
-** start streaming one kernel earlier. Its wait still covers this kernel's
-** writes, and this kernel's wait those of the one before.
+** (tuner/search.c [PDL_LAUNCH]).
 */
 #ifndef AT_COMMON_PDL_CUH
 #define AT_COMMON_PDL_CUH
 
 #ifndef TP_PDL
 #define TP_PDL 0
-#endif
-#if TP_PDL < 0 || TP_PDL > 2
-#error "TP_PDL must be 0, 1 or 2"
 #endif
 
 /* Waits until every earlier kernel in the stream has finished and its
@@ -34,19 +26,10 @@ __device__ __forceinline__ void at_pdl_wait(void)
 }
 
 /* Lets the next kernel in the stream launch now (it still waits for this
-** one to finish before it reads what this one writes): TP_PDL=1, called
-** right after at_pdl_wait. */
+** one to finish before it reads what this one writes). */
 __device__ __forceinline__ void at_pdl_trigger(void)
 {
-#if TP_PDL == 1
-    asm volatile("griddepcontrol.launch_dependents;" :::);
-#endif
-}
-
-/* The same for TP_PDL=2, called first thing in the kernel. */
-__device__ __forceinline__ void at_pdl_trigger_early(void)
-{
-#if TP_PDL == 2
+#if TP_PDL
     asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
 }

@@ -15,8 +15,7 @@
 **              block_k = 32*TP_WPR*TP_VEC*TP_UNROLL
 **   TP_CACHE   weight cache hint: 0 default, 1 streaming, 2 L2 evict_first
 **   TP_PDL     1: programmatic dependent launch (sm_90+); the first weight
-**              chunk is loaded before waiting on the previous kernel;
-**              2: the same, the next kernel let launch at the start
+**              chunk is loaded before waiting on the previous kernel
 **   TP_ADD     0: y = the sums; 1: y += the sums in place, rounded as
 **              the unfused GEMV + add (the gemv_add op; common/dtype.cuh)
 **   TP_NORM    0 none; 1, 2: RMSNorm / Gemma RMSNorm of x in the prologue
@@ -54,7 +53,6 @@ gemv_splitk(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
             at_elem *__restrict__ y, int M, int K, int N AT_FUSE_PARAMS)
 {
     __shared__ float part[GROUPS][AT_WROWS(TP_ROWS)][TP_WPR];
-    at_pdl_trigger_early();
     const int lane = (int)(threadIdx.x & 31u);
     const int warp = (int)(threadIdx.x >> 5);
     const int group = warp / TP_WPR, slice = warp % TP_WPR;

@@ -11,8 +11,7 @@
 **   TP_UNROLL  K steps in flight per row: 1, 2, 4, 8     block_k = 32*TP_VEC*TP_UNROLL
 **   TP_CACHE   weight cache hint: 0 default, 1 streaming, 2 L2 evict_first
 **   TP_PDL     1: programmatic dependent launch (sm_90+); the first weight
-**              chunk is loaded before waiting on the previous kernel;
-**              2: the same, the next kernel let launch at the start
+**              chunk is loaded before waiting on the previous kernel
 **   TP_ADD     0: y = the sums; 1: y += the sums in place, rounded as
 **              the unfused GEMV + add (the gemv_add op; common/dtype.cuh)
 **   TP_NORM    0 none; 1, 2: RMSNorm / Gemma RMSNorm of x in the prologue
@@ -42,7 +41,6 @@ extern "C" __global__ void __launch_bounds__(TP_WARPS * 32)
 gemv_warp_row(const at_elem *__restrict__ x, const at_elem *__restrict__ W,
               at_elem *__restrict__ y, int M, int K, int N AT_FUSE_PARAMS)
 {
-    at_pdl_trigger_early();
     const int lane = (int)(threadIdx.x & 31u);
     const int warp = (int)(threadIdx.x >> 5);
     const long long row0 = ((long long)blockIdx.x * TP_WARPS + warp) * TP_ROWS;
