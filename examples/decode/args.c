@@ -15,7 +15,7 @@
 static const char usage_text[] =
     "usage: decode [--batch B|B1,B2,...] [--trace M1,M2,...] [--modes 1,2,3,4] [--steps N]\n"
     "              [--json FILE|-] [--db FILE] [--templates DIR] [--device N] [--ops|--no-ops]\n"
-    "              [--no-standins] [--l2-next] [--help]\n"
+    "              [--no-standins] [--help]\n"
     "  --batch LIST   batch sizes B (1..64): B tokens per step through every GEMV and\n"
     "                 norm; tokens/s of every mode per B (default 1)\n"
     "  --modes LIST   the modes to run (default 1,2,3,4; 1 must be among them: it is\n"
@@ -43,8 +43,6 @@ static const char usage_text[] =
     "                 agreement check): the GEMVs and norms alone, to compare with\n"
     "                 another engine's stand-ins (mode 4 keeps SwiGLU: it is inside\n"
     "                 its gate/up GEMV)\n"
-    "  --l2-next      the mixer stand-ins ask L2 for the output projection's weight\n"
-    "                 after their wait, so it streams while they run (every mode)\n"
     "  --help         this text\n";
 
 const char *decode_args_usage(void)
@@ -140,10 +138,6 @@ int decode_args_parse(int argc, char **argv, decode_args *a, char *err, size_t e
         }
         if (!strcmp(f, "--no-standins")) {
             a->no_standins = 1;
-            continue;
-        }
-        if (!strcmp(f, "--l2-next")) {
-            a->l2_next = 1;
             continue;
         }
         static const char *const with_value[] = {"--db",    "--templates", "--steps", "--device",

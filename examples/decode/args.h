@@ -41,8 +41,6 @@ typedef struct decode_args {
     int ntrace;
     int no_standins;             /* --no-standins: the timed step leaves out the
                                     attention and recurrence stand-ins and SiLU*mul */
-    int l2_next;                 /* --l2-next: the mixer stand-ins ask L2 for the
-                                    output projection's weight while they run */
     unsigned modes;              /* --modes 1,2,4: bit m set for mode m run
                                     (default DECODE_ALL_MODES); bit 1 always set:
                                     mode 1 is the agreement check's reference */

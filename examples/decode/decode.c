@@ -374,7 +374,6 @@ int main(int argc, char **argv)
     if (a.no_standins)
         step_mask = ALL_OPS & ~((1u << K_ATTN) | (1u << K_LINEAR) | (1u << K_SILU_MUL));
     report_cfg.no_standins = a.no_standins;
-    report_cfg.l2_next = a.l2_next;
     report_cfg.modes = a.modes;
     if (st == DECODE_ARGS_HELP) {
         fputs(decode_args_usage(), stdout);
@@ -500,7 +499,6 @@ int main(int argc, char **argv)
         goto done;
     m.fault = fault;
     m.always_fused = always_fused;
-    m.l2_next = a.l2_next;
     fprintf(out, "weights %.2f GB (synthetic), cache %s\n", (double)m.weight_bytes / 1e9, db);
     if (model_read_ceiling(&m, sms, &report_cfg.read_gbps))
         goto done;
@@ -615,8 +613,6 @@ int main(int argc, char **argv)
             }
         fputs("], \"standins_timed\": ", jf);
         fputs(report_cfg.no_standins ? "false" : "true", jf);
-        fputs(", \"l2_next\": ", jf);
-        fputs(report_cfg.l2_next ? "true" : "false", jf);
         fputs(", \"op_kinds\": [", jf);
         for (int k = 0; k < K_COUNT; k++) {
             fputs(k ? ", " : "", jf);

@@ -67,23 +67,10 @@ static const char standin_src[] =
     "    }\n"
     "}\n"
     "/* attention at the first position: one key, softmax = 1, out = v (GQA) * sigmoid(gate) */\n"
-    "/* --l2-next: pf_lines 128-byte lines at pf (the next GEMV's weight, which no\n"
-    "** kernel writes) asked of L2 by the blocks of token 0, after the wait: they\n"
-    "** stream while the stand-in, bound by latency, runs */\n"
-    "__device__ __forceinline__ void prefetch_next(const at_elem *pf, unsigned long long pf_lines)\n"
-    "{\n"
-    "    if (blockIdx.y != 0)\n"
-    "        return;\n"
-    "    const unsigned long long n = (unsigned long long)gridDim.x * blockDim.x;\n"
-    "    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < pf_lines; i += n)\n"
-    "        asm volatile(\"prefetch.global.L2 [%0];\" ::\"l\"(pf + i * (128 / sizeof(at_elem))));\n"
-    "}\n"
-    "extern \"C\" __global__ void standin_attn(const at_elem *qkvg, at_elem *out, const at_elem *pf,\n"
-    "                                        unsigned long long pf_lines)\n"
+    "extern \"C\" __global__ void standin_attn(const at_elem *qkvg, at_elem *out)\n"
     "{\n"
     "    at_pdl_wait();\n"
     "    at_pdl_trigger();\n"
-    "    prefetch_next(pf, pf_lines);\n"
     "    int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);\n"
     "    if (i >= 2048) return;\n"
     "    qkvg += (long long)blockIdx.y * 5120; out += (long long)blockIdx.y * 2048;\n"
@@ -99,8 +86,7 @@ static const char standin_src[] =
     "** per token, so the state's loads (1 MB per layer and token) are spread\n"
     "** over the GPU rather than 16 blocks. Its input is the row of the\n"
     "** concatenated projection: q, k, v, z [0, 8192), beta, decay [8192, 8224). */\n"
-    "extern \"C\" __global__ void standin_linear(const at_elem *qkvz, float *state, at_elem *out, const at_elem *pf,\n"
-    "                                          unsigned long long pf_lines)\n"
+    "extern \"C\" __global__ void standin_linear(const at_elem *qkvz, float *state, at_elem *out)\n"
     "{\n"
     "    __shared__ float q[128], k[128], part[8][16];\n"
     "    const int h = (int)blockIdx.x / 8, c = (int)blockIdx.x % 8, t = (int)threadIdx.x;\n"
@@ -112,7 +98,6 @@ static const char standin_src[] =
     "    asm volatile(\"prefetch.global.L2 [%0];\" ::\"l\"(S + t * 128 + c * 16));\n"
     "    at_pdl_wait();\n"
     "    at_pdl_trigger();\n"
-    "    prefetch_next(pf, pf_lines);\n"
     "    qkvz += tok * 8224; out += tok * 2048;\n"
     "    const at_elem *ba = qkvz + 8192;\n"
     "    q[t] = at_to_float(qkvz[h * 128 + t]) * 0.08838835f;\n"
@@ -458,16 +443,14 @@ int kind_in_mode(enum op_kind k, enum mode mode)
 /* Layer L's mixer stand-in over its projections in m->big (the recurrence:
 ** q, k, v, z, beta and decay, a row of QKVZBA per token) into m->out, the
 ** same in every mode: the recurrence 8 blocks per head (standin_linear's
-** 16-column slices), the attention 256 outputs a block. With --l2-next
-** it also asks L2 for the output projection's weight, read next. */
+** 16-column slices), the attention 256 outputs a block. */
 static int standin_mixer(model *m, unsigned mask, layer *L, unsigned rows)
 {
-    unsigned long long lines = m->l2_next ? (unsigned long long)HIDDEN * HIDDEN * 2 / 128 : 0; /* w_out, bf16 */
     if (L->linear) {
-        void *a[] = {&m->big, &L->state, &m->out, &L->w_out, &lines};
+        void *a[] = {&m->big, &L->state, &m->out};
         return ON(K_LINEAR) && launch_own(m, m->k_linear, LHEADS * 8, rows, LDIM, a);
     }
-    void *a[] = {&m->big, &m->out, &L->w_out, &lines};
+    void *a[] = {&m->big, &m->out};
     return ON(K_ATTN) && launch_own(m, m->k_attn, HIDDEN / 256, rows, 256, a);
 }
 

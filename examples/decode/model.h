@@ -117,7 +117,6 @@ typedef struct model {
                          where atk serves them unfused (DECODE_BOUNDARIES=fused) */
     size_t weight_bytes;
     int pdl; /* sm_90+: the engine's own kernels launch with PDL (model.c launch_own) */
-    int l2_next; /* --l2-next: the mixer stand-ins ask L2 for w_out while they run */
     /* kernels compiled at start with NVRTC */
     CUmodule mods[16];
     int nmods;

@@ -10,7 +10,7 @@
 #include <math.h>
 #include <string.h>
 
-report_settings report_cfg = {DECODE_ALL_MODES, 0.0, 0, 0};
+report_settings report_cfg = {DECODE_ALL_MODES, 0.0, 0};
 
 const char *const report_op_names[K_COUNT] = {
     [K_QKVG] = "gemv 2048->5120 (qkv+gate)",
@@ -236,10 +236,9 @@ void report_json(FILE *f, const result *r, double tokens_per_step)
 ** physical limit. */
 void report_batch_tables(FILE *out, const result *res, int n, int steps)
 {
-    fprintf(out, "\nper batch size B (B tokens per step; graph replay of one step%s%s, median of %d rounds of %d "
+    fprintf(out, "\nper batch size B (B tokens per step; graph replay of one step%s, median of %d rounds of %d "
                  "steps, modes interleaved)\n",
-            report_cfg.no_standins ? " WITHOUT the stand-ins and SiLU*mul" : "",
-            report_cfg.l2_next ? ", the stand-ins asking L2 for w_out (--l2-next)" : "", ROUNDS, steps);
+            report_cfg.no_standins ? " WITHOUT the stand-ins and SiLU*mul" : "", ROUNDS, steps);
     fprintf(out, "  %4s", "B");
     for (int mode = 1; mode <= NMODES; mode++)
         fprintf(out, "  (%d) us/step", mode);

@@ -59,7 +59,6 @@ typedef struct report_settings {
     unsigned modes;   /* --modes: bit m for mode m (modes 3 and 4 need atk) */
     double read_gbps; /* the read ceiling the step's limit is held against; 0: unmeasured */
     int no_standins;  /* --no-standins: the timed step leaves the stand-ins out */
-    int l2_next;      /* --l2-next: the stand-ins ask L2 for the next weight */
 } report_settings;
 extern report_settings report_cfg;
 

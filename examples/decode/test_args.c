@@ -197,9 +197,6 @@ static void misc_values(void)
     CHECK_EQ_INT(parse("--no-standins", NULL), DECODE_ARGS_OK);
     CHECK_EQ_INT(A.no_standins, 1);
     CHECK_EQ_INT(parse("--no-standin", NULL), DECODE_ARGS_BAD);
-    CHECK_EQ_INT(A.l2_next, 0);
-    CHECK_EQ_INT(parse("--l2-next", NULL), DECODE_ARGS_OK);
-    CHECK_EQ_INT(A.l2_next, 1);
 }
 
 static void misc_help(void)
