@@ -223,30 +223,6 @@ static void destroy_all(CUgraphExec *execs, int n)
         }
 }
 
-/* What kind k costs inside mode's step: the timed step (full) against the
-** same step without k, replayed in pairs, IN_STEP_ROUNDS of them; *us is
-** the median of the differences. It counts what the kind alone does not:
-** the gaps it opens in the step and the overlap it loses or gives. */
-static int in_step_cost(model *m, enum mode mode, enum op_kind k, int B, const CUgraphExec *full, int steps,
-                        double *us)
-{
-    static const int order0[1] = {0};
-    double d[IN_STEP_ROUNDS], with_k, without_k;
-    CUgraphExec e = NULL;
-    int rc = capture(m, mode, step_mask & ~(1u << k), B, &e);
-    for (int i = 0; i < IN_STEP_ROUNDS && !rc; i++) {
-        rc = time_seq(m, full, order0, 1, steps, &with_k) || time_seq(m, &e, order0, 1, steps, &without_k);
-        d[i] = with_k - without_k;
-    }
-    if (e)
-        cuGraphExecDestroy(e);
-    if (rc)
-        return rc;
-    qsort(d, IN_STEP_ROUNDS, sizeof(double), cmp_double);
-    *us = d[IN_STEP_ROUNDS / 2];
-    return 0;
-}
-
 /* Whether mode gets graphs: asked for (--modes), and 3 and 4 only with atk. */
 static int mode_on(int mode, int have_atk)
 {
@@ -276,9 +252,6 @@ static int run_batch(model *m, int B, int have_atk, int steps, int ops, host *h,
             goto done;
     if (time_modes(m, execs, order0, 1, steps, r->t) || compare(m, checks, 0, B, h, r))
         goto done;
-    for (int mode = 0; mode <= NMODES; mode++)
-        for (int k = 0; k < K_COUNT; k++)
-            r->op_in_step_us[mode][k] = NAN;
     if (ops) {
         r->have_ops = 1;
         for (int mode = 1; mode <= NMODES; mode++) {
@@ -292,9 +265,7 @@ static int run_batch(model *m, int B, int have_atk, int steps, int ops, host *h,
                           time_seq(m, &e, order0, 1, steps, &r->op_us[mode][k]);
                 if (e)
                     cuGraphExecDestroy(e);
-                if (bad || ((step_mask & (1u << k)) &&
-                            in_step_cost(m, (enum mode)mode, (enum op_kind)k, B, execs[mode], steps,
-                                         &r->op_in_step_us[mode][k])))
+                if (bad)
                     goto done;
             }
         }

@@ -228,15 +228,6 @@ void report_json(FILE *f, const result *r, double tokens_per_step)
             }
             fputc(']', f);
         }
-        fputs("}, \"op_in_step_us\": {", f);
-        for (int mode = 1; mode <= NMODES; mode++) {
-            fprintf(f, "%s\"%s\": [", mode > 1 ? ", " : "", report_mode_keys[mode]);
-            for (int k = 0; k < K_COUNT; k++) {
-                fputs(k ? ", " : "", f);
-                report_jnum(f, r->op_in_step_us[mode][k], !isnan(r->op_in_step_us[mode][k]));
-            }
-            fputc(']', f);
-        }
         fputc('}', f);
     }
 }
@@ -321,33 +312,4 @@ void report_ops(FILE *out, const result *r)
         }
         fputc('\n', out);
     }
-    /* the same kinds where they run: what each costs inside the step */
-    double in_sum[NMODES + 1] = {0};
-    int any[NMODES + 1] = {0};
-    fprintf(out, "  per op kind in the step, us per step (the step less the step without that kind: %d pairs of "
-                 "replays, the median; its gaps and lost overlap count)\n",
-            IN_STEP_ROUNDS);
-    for (int i = 0; i < K_COUNT; i++) {
-        enum op_kind k = op_order[i];
-        int shown = 0;
-        for (int mode = 1; mode <= NMODES; mode++)
-            shown |= !isnan(r->op_in_step_us[mode][k]);
-        if (!shown)
-            continue;
-        fprintf(out, "    %-34s", report_op_names[k]);
-        for (int mode = 1; mode <= NMODES; mode++) {
-            double v = r->op_in_step_us[mode][k];
-            report_cell(out, 10, "%.1f", v, !isnan(v));
-            if (!isnan(v))
-                in_sum[mode] += v, any[mode] = 1;
-        }
-        fputc('\n', out);
-    }
-    fprintf(out, "    %-34s", "sum of the kinds");
-    for (int mode = 1; mode <= NMODES; mode++)
-        report_cell(out, 10, "%.1f", in_sum[mode], any[mode]);
-    fprintf(out, "\n    %-34s", "the step less that sum");
-    for (int mode = 1; mode <= NMODES; mode++)
-        report_cell(out, 10, "%.1f", r->t[mode].med - in_sum[mode], any[mode] && r->t[mode].med > 0);
-    fputc('\n', out);
 }

@@ -16,7 +16,6 @@
 /* Timing rounds: the modes alternate, each replayed --steps times per
 ** round; the median round is reported, min and max in the JSON. */
 #define ROUNDS 5
-#define IN_STEP_ROUNDS 3 /* --ops: pairs of replays behind each kind's cost in the step */
 
 /* The agreement bound on the worst token row's relative L2 error (hidden
 ** state and logits) against (1): bf16 through 24 layers with different
@@ -52,8 +51,6 @@ typedef struct result {
     int agree;
     int have_ops;
     double op_us[NMODES + 1][K_COUNT]; /* 0: the mode does not run that kind */
-    double op_in_step_us[NMODES + 1][K_COUNT]; /* the step less the step without
-                                                  that kind; NAN: not measured */
     step_bytes bytes;                  /* what one step must move (a trace: per step on average) */
 } result;
 
