@@ -105,8 +105,6 @@ static void put_answer(at_cache *c, const at_key *k, const char *strategy, const
 #define SPLITK_8192 "TP_WARPS=16 TP_WPR=2 TP_ROWS=4 TP_VEC=8 TP_UNROLL=2 TP_CACHE=2 TP_PDL=1"
 #define WARPROW_2048 "TP_WARPS=16 TP_ROWS=1 TP_VEC=8 TP_UNROLL=4 TP_CACHE=1 TP_PDL=0"
 
-/* The fixture: an H200 with GEMV and norm winners (one baseline, one whose
-** stored grid disagrees with the runtime's geometry rule), an RTX 4070. */
 /* An empty cache at path (a file left there removed) that knows the H200;
 ** NULL when it cannot be opened (a failed CHECK). */
 static at_cache *new_h200_cache(const char *path)
@@ -119,6 +117,8 @@ static at_cache *new_h200_cache(const char *path)
     return c;
 }
 
+/* The fixture: an H200 with GEMV and norm winners (one baseline, one whose
+** stored grid disagrees with the runtime's geometry rule), an RTX 4070. */
 static void build_cache(const char *path)
 {
     at_cache *c = new_h200_cache(path);
